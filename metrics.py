@@ -1,0 +1,126 @@
+"""
+Turning predicted positional codes into positions, and the paper's accuracy metrics.
+
+Paper: "Predicted position encodings" (supplement) and "Metrics" (Sec. 4.2).
+- assign(cost): each piece gets a distinct position. "greedy" is the paper's rule (each piece in turn takes the
+  closest free position); "hungarian" is the optimal assignment (minimum total cost), written from scratch.
+- piece_accuracy / puzzle_accuracy: fraction of pieces in place / of puzzles with every piece in place.
+- kendall_distance: discordant pairs / (n(n-1)/2), the normalized Kendall (bubble-sort) distance for videos.
+
+    cost = torch.cdist(pred_codes, table)   # (N, N) L2 distances
+    positions = assign(cost)                # piece i goes to positions[i]
+"""
+import numpy as np
+import torch
+
+ASSIGNERS = {"hungarian": "optimal assignment (min total L2 distance)", "greedy": "paper: closest free position"}
+
+
+def _as_cost(cost):
+    c = cost.detach().cpu().double().numpy() if isinstance(cost, torch.Tensor) else np.asarray(cost, dtype=np.float64)
+    if c.ndim != 2:
+        raise ValueError(f"cost must be a 2D matrix (pieces x positions), got shape {c.shape}")
+    n, m = c.shape
+    if n > m:
+        raise ValueError(f"cannot assign {n} pieces to only {m} positions: cost needs n <= m")
+    if not np.isfinite(c).all():
+        raise ValueError("cost contains NaN or infinite values; check the model's predictions")
+    return c
+
+
+def hungarian(c):
+    """Minimum-cost assignment of rows to distinct columns, O(n^2 m), via shortest augmenting paths with potentials."""
+    n, m = c.shape
+    u = np.zeros(n + 1)                 # row potentials (1-based; index 0 is a virtual row)
+    v = np.zeros(m + 1)                 # column potentials
+    match = np.zeros(m + 1, dtype=np.int64)  # match[j] = row (1-based) assigned to column j, 0 = free
+    for i in range(1, n + 1):
+        match[0] = i
+        j0 = 0
+        minv = np.full(m + 1, np.inf)
+        way = np.zeros(m + 1, dtype=np.int64)
+        used = np.zeros(m + 1, dtype=bool)
+        while True:                      # grow an alternating tree until a free column is reached
+            used[j0] = True
+            i0 = match[j0]
+            free = ~used[1:]
+            reduced = c[i0 - 1] - u[i0] - v[1:]
+            better = free & (reduced < minv[1:])
+            minv[1:][better] = reduced[better]
+            way[1:][better] = j0
+            cand = np.where(free, minv[1:], np.inf)
+            j1 = int(np.argmin(cand)) + 1
+            delta = cand[j1 - 1]
+            u[match[used]] += delta
+            v[used] -= delta
+            minv[1:][free] -= delta
+            j0 = j1
+            if match[j0] == 0:
+                break
+        while j0:                        # flip the augmenting path
+            j1 = way[j0]
+            match[j0] = match[j1]
+            j0 = j1
+    out = np.empty(n, dtype=np.int64)
+    for j in range(1, m + 1):
+        if match[j]:
+            out[match[j] - 1] = j - 1
+    return out
+
+
+def greedy(c):
+    """The paper's rule: piece by piece, take the closest position not used yet."""
+    n, m = c.shape
+    free = np.ones(m, dtype=bool)
+    out = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        j = int(np.argmin(np.where(free, c[i], np.inf)))
+        out[i] = j
+        free[j] = False
+    return out
+
+
+def assign(cost, method="hungarian"):
+    """cost[i, j] = cost of piece i at position j (n <= m). Returns a length-n int array: each piece's position."""
+    if method not in ASSIGNERS:
+        raise ValueError(f"assignment method must be one of {sorted(ASSIGNERS)}, got {method!r}")
+    c = _as_cost(cost)
+    return hungarian(c) if method == "hungarian" else greedy(c)
+
+
+def _pair(pred, true, mask):
+    pred = np.asarray(pred.cpu() if isinstance(pred, torch.Tensor) else pred)
+    true = np.asarray(true.cpu() if isinstance(true, torch.Tensor) else true)
+    if pred.shape != true.shape:
+        raise ValueError(f"pred and true must have the same shape, got {pred.shape} and {true.shape}")
+    pred, true = np.atleast_2d(pred), np.atleast_2d(true)
+    mask = np.ones(pred.shape, bool) if mask is None else np.atleast_2d(np.asarray(mask, dtype=bool))
+    return pred == true, mask
+
+
+def piece_accuracy(pred, true, mask=None):
+    """Fraction of counted pieces in their true position; pred, true: [B, N]; mask: [B, N], True = counted."""
+    ok, mask = _pair(pred, true, mask)
+    return float((ok & mask).sum() / max(mask.sum(), 1))
+
+
+def puzzle_accuracy(pred, true, mask=None):
+    """Fraction of puzzles whose counted pieces are all in place."""
+    ok, mask = _pair(pred, true, mask)
+    return float((ok | ~mask).all(axis=1).mean())
+
+
+def kendall_distance(a, b, normalized=True):
+    """Discordant pairs between two orderings a, b ([N] or [B, N]); normalized by n(n-1)/2. Returns float or [B]."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"orderings must have the same shape, got {a.shape} and {b.shape}")
+    single = a.ndim == 1
+    a, b = np.atleast_2d(a), np.atleast_2d(b)
+    n = a.shape[1]
+    da = np.sign(a[:, :, None] - a[:, None, :])
+    db = np.sign(b[:, :, None] - b[:, None, :])
+    d = (da * db < 0).sum(axis=(1, 2)) / 2
+    if normalized:
+        d = d / max(n * (n - 1) / 2, 1)
+    return float(d[0]) if single else d
