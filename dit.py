@@ -1,0 +1,182 @@
+"""
+The diffusion vision transformer (DiT) that solves image jigsaw puzzles.
+
+Paper: "Solving image jigsaw puzzles" (Sec. 3.2) and the supplement "Diffusion Vision Transformer architecture":
+a ViT with adaLN-Zero timestep conditioning (Peebles & Xie 2023). Pieces are cut into ViT patches no larger
+than a piece (a 64 px piece with 16 px patches is 16 tokens); each piece's noisy 32-d positional code goes
+through an MLP and is added to all its tokens. There is no positional embedding over pieces: the set is
+unordered and the network is permutation-equivariant over pieces. Outputs: a 32-d code per piece (tokens
+pooled per piece) and the pixels of every piece (used for missing pieces: noised content in, denoised out).
+
+    model = DiT(CONFIGS["tiny"])
+    pos_out, content_out = model(pos, content, t, missing, anchor)   # (B, N, 32), (B, N, 3, P, P)
+"""
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclass
+class DiTConfig:
+    piece_size: int = 16      # pixels per side of a piece
+    patch_size: int = 8       # ViT patch; a piece is (piece_size / patch_size)^2 tokens
+    in_channels: int = 3
+    pos_dim: int = 32         # the paper's 2D positional code
+    hidden: int = 128
+    depth: int = 4
+    heads: int = 4
+    mlp_dim: int = 512
+
+
+CONFIGS = {
+    "tiny": DiTConfig(hidden=128, depth=4, heads=4, mlp_dim=512),        # CPU minutes
+    "small": DiTConfig(hidden=384, depth=8, heads=6, mlp_dim=1536),
+    "base": DiTConfig(piece_size=64, patch_size=16, hidden=768, depth=12, heads=12, mlp_dim=3072),  # paper table
+}
+
+
+def modulate(x, shift, scale):
+    """adaLN: x (B, L, D) normalized, then scaled and shifted per sample (B, D)."""
+    return x * (1 + scale[:, None]) + shift[:, None]
+
+
+# ----------------------------------------------------------------------------
+# Embedding layers
+# ----------------------------------------------------------------------------
+
+class TimestepEmbedder(nn.Module):
+    """Scalar timesteps -> sinusoidal features -> MLP -> (B, D)."""
+
+    def __init__(self, hidden, freq_dim=256):
+        super().__init__()
+        self.freq_dim = freq_dim
+        self.mlp = nn.Sequential(nn.Linear(freq_dim, hidden), nn.SiLU(), nn.Linear(hidden, hidden))
+
+    def forward(self, t):
+        half = self.freq_dim // 2
+        freqs = torch.exp(-math.log(10000) * torch.arange(half, device=t.device, dtype=torch.float32) / half)
+        args = t.float()[:, None] * freqs[None]
+        return self.mlp(torch.cat([args.cos(), args.sin()], dim=-1))
+
+
+# ----------------------------------------------------------------------------
+# Core DiT model
+# ----------------------------------------------------------------------------
+
+class Attention(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        b, l, d = x.shape
+        q, k, v = self.qkv(x).view(b, l, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)  # (B, H, L, d)
+        x = F.scaled_dot_product_attention(q, k, v)
+        return self.proj(x.transpose(1, 2).reshape(b, l, d))
+
+
+class DiTBlock(nn.Module):
+    """Transformer block with adaLN-Zero: shift/scale before, gate after attention and MLP."""
+
+    def __init__(self, dim, heads, mlp_dim):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.attn = Attention(dim, heads)
+        self.norm2 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.mlp = nn.Sequential(nn.Linear(dim, mlp_dim), nn.GELU(approximate="tanh"), nn.Linear(mlp_dim, dim))
+        self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(dim, 6 * dim))
+
+    def forward(self, x, c):
+        shift1, scale1, gate1, shift2, scale2, gate2 = self.adaLN_modulation(c).chunk(6, dim=1)
+        x = x + gate1[:, None] * self.attn(modulate(self.norm1(x), shift1, scale1))
+        x = x + gate2[:, None] * self.mlp(modulate(self.norm2(x), shift2, scale2))
+        return x
+
+
+class FinalLayer(nn.Module):
+    """adaLN, then linear heads: pixels per token and a positional code per piece (tokens pooled)."""
+
+    def __init__(self, dim, patch_pixels, pos_dim):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(dim, 2 * dim))
+        self.pixels = nn.Linear(dim, patch_pixels)
+        self.pos = nn.Sequential(nn.Linear(dim, dim), nn.SiLU(), nn.Linear(dim, pos_dim))
+
+    def forward(self, x, c, n):
+        shift, scale = self.adaLN_modulation(c).chunk(2, dim=1)
+        x = modulate(self.norm(x), shift, scale)                  # (B, N*T, D)
+        b, l, d = x.shape
+        pooled = x.view(b, n, l // n, d).mean(2)                  # (B, N, D)
+        return self.pos(pooled), self.pixels(x)
+
+
+class DiT(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        cfg = self.config = config
+        if cfg.piece_size % cfg.patch_size:
+            raise ValueError(f"piece size {cfg.piece_size} must be a multiple of the patch size {cfg.patch_size}")
+        if cfg.hidden % cfg.heads:
+            raise ValueError(f"hidden size {cfg.hidden} must be divisible by {cfg.heads} heads")
+        p, d = cfg.patch_size, cfg.hidden
+        self.tokens_per_side = cfg.piece_size // p
+        self.patch_embed = nn.Linear(cfg.in_channels * p * p, d)
+        self.token_pos = nn.Parameter(torch.zeros(1, 1, self.tokens_per_side ** 2, d))   # where a token sits in its piece
+        self.pos_embed = nn.Sequential(nn.Linear(cfg.pos_dim, d), nn.SiLU(), nn.Linear(d, d))  # noisy code -> token
+        self.flag_embed = nn.Embedding(4, d)                      # given/missing content x free/anchored position
+        self.t_embed = TimestepEmbedder(d)
+        self.blocks = nn.ModuleList([DiTBlock(d, cfg.heads, cfg.mlp_dim) for _ in range(cfg.depth)])
+        self.final = FinalLayer(d, cfg.in_channels * p * p, cfg.pos_dim)
+        self.initialize_weights()
+
+    def initialize_weights(self):
+        def _basic_init(m):
+            if isinstance(m, nn.Linear):
+                nn.init.xavier_uniform_(m.weight)
+                nn.init.zeros_(m.bias)
+        self.apply(_basic_init)
+        nn.init.normal_(self.token_pos, std=0.02)
+        nn.init.normal_(self.flag_embed.weight, std=0.02)
+        for lin in (self.t_embed.mlp[0], self.t_embed.mlp[2]):
+            nn.init.normal_(lin.weight, std=0.02)
+        # adaLN-Zero: every block starts as the identity, and both heads output zero
+        for blk in self.blocks:
+            nn.init.zeros_(blk.adaLN_modulation[-1].weight)
+            nn.init.zeros_(blk.adaLN_modulation[-1].bias)
+        for lin in (self.final.adaLN_modulation[-1], self.final.pixels, self.final.pos[-1]):
+            nn.init.zeros_(lin.weight)
+            nn.init.zeros_(lin.bias)
+
+    def patchify(self, content):
+        # b n c (h p1) (w p2) -> b (n h w) (c p1 p2)
+        b, n, c, s, _ = content.shape
+        p, k = self.config.patch_size, self.tokens_per_side
+        x = content.reshape(b, n, c, k, p, k, p).permute(0, 1, 3, 5, 2, 4, 6)
+        return x.reshape(b, n * k * k, c * p * p)
+
+    def unpatchify(self, x, n):
+        # b (n h w) (c p1 p2) -> b n c (h p1) (w p2)
+        b = x.shape[0]
+        p, k, c = self.config.patch_size, self.tokens_per_side, self.config.in_channels
+        x = x.reshape(b, n, k, k, c, p, p).permute(0, 1, 4, 2, 5, 3, 6)
+        return x.reshape(b, n, c, k * p, k * p)
+
+    def forward(self, pos, content, t, missing, anchor=None):
+        """pos (B, N, pos_dim) noisy codes; content (B, N, C, P, P); t (B,); missing, anchor (B, N) bool."""
+        b, n = pos.shape[:2]
+        tpp = self.tokens_per_side ** 2
+        flags = missing.long() + (2 * anchor.long() if anchor is not None else 0)
+        piece = self.pos_embed(pos) + self.flag_embed(flags)                     # (B, N, D)
+        x = self.patch_embed(self.patchify(content)).view(b, n, tpp, -1)        # (B, N, T, D)
+        x = (x + self.token_pos + piece[:, :, None]).flatten(1, 2)               # (B, N*T, D)
+        c = self.t_embed(t)                                                      # (B, D)
+        for blk in self.blocks:
+            x = blk(x, c)
+        pos_out, pixels = self.final(x, c, n)
+        return pos_out, self.unpatchify(pixels, n)

@@ -1,0 +1,133 @@
+"""
+Train the JPDVT image model: a DiT that denoises the 2D positional codes of shuffled pieces (and the pixels of
+missing ones), conditioned on the pieces' content.
+
+Paper: "Masked Jigsaw Transformer Diffusion" and "Image Experiments" (supplement: batch 256, lr 1e-4,
+linear schedule, T = 1000, 3x3 puzzles of 64 px pieces, optional erosion 85 px cells / 64 px pieces).
+
+    python train_image.py                                   # tiny model, built-in shapes, 3x3, a few CPU minutes
+    python train_image.py --dataset imagenet --data-dir /data/imagenet --grid 3 --model base --lr 1e-4 \
+        --batch-size 256 --prediction eps --max-steps 1500000 --device cuda
+    torchrun --standalone --nproc_per_node=8 train_image.py --dataset imagenet --data-dir ... --model base
+
+Writes OUT/ckpt.pt ({config, model, ema, opt, step}) and OUT/log.txt; --resume OUT/ckpt.pt continues exactly.
+"""
+import argparse
+from dataclasses import asdict, replace
+
+import numpy as np
+import torch
+
+from diffusion import PREDICTIONS, GaussianDiffusion
+from dit import CONFIGS, DiT, DiTConfig
+from jpdvt import add_train_flags, positive, resume_args, run_cli, solve, train
+from metrics import piece_accuracy, puzzle_accuracy
+from posenc import grid_table
+from puzzles import DATASETS, ImagePuzzles, UserError, parse_grid
+
+# piece size and gap when the flags are left out: the paper's protocol for each dataset
+DATASET_DEFAULTS = {"shapes": (16, 0), "folder": (64, 0), "imagenet": (64, 0), "jpwleg3": (96, 48)}
+
+
+def check_settings(args):
+    """Validate puzzle flags; returns (grid, piece, gap). Raises UserError with a one-line fix."""
+    grid = parse_grid(args.grid)
+    piece, gap = DATASET_DEFAULTS[args.dataset]
+    piece = args.piece_size if args.piece_size is not None else piece
+    gap = args.gap if args.gap is not None else gap
+    if piece < 1 or gap < 0:
+        raise UserError(f"--piece-size must be >= 1 and --gap >= 0, got {piece} and {gap}")
+    n = grid[0] * grid[1]
+    if not 0 <= args.missing < n - (1 if args.anchor else 0):
+        raise UserError(f"--missing must be between 0 and {n - 1 - (1 if args.anchor else 0)} for a "
+                        f"{grid[0]}x{grid[1]} grid{' with an anchor' if args.anchor else ''}, got {args.missing}")
+    if args.dataset == "jpwleg3" and grid != (3, 3):
+        raise UserError("--dataset jpwleg3 is a 3x3 protocol; use --grid 3")
+    return grid, piece, gap
+
+
+def model_config(name, piece, patch):
+    cfg = replace(CONFIGS[name], piece_size=piece)
+    patch = patch or min(cfg.patch_size, piece)
+    if piece % patch:
+        raise UserError(f"--patch-size {patch} must divide --piece-size {piece}")
+    return replace(cfg, patch_size=patch)
+
+
+def build_model(config):
+    """Rebuild the DiT and diffusion from a checkpoint's config dict."""
+    model = DiT(DiTConfig(**config["model"]))
+    return model, GaussianDiffusion(1000, prediction=config["prediction"])
+
+
+def collate(items):
+    return {k: torch.stack([it[k] for it in items]) for k in items[0]}
+
+
+def evaluate_batch(model, diffusion, batch, config, steps, sampler="ddim", method="hungarian", generator=None,
+                   progress=False):
+    """Solve a batch and score it (given pieces only). Returns (positions, content, {piece_acc, puzzle_acc})."""
+    table = grid_table(*config["grid"]).to(batch["content"].device)
+    pos, content = solve(model, diffusion, batch, table, config["anchor"], steps, sampler, method, generator,
+                         progress)
+    order, mask = batch["order"].cpu().numpy(), ~batch["missing"].cpu().numpy()
+    return pos, content, {"piece_acc": piece_accuracy(pos, order, mask), "puzzle_acc": puzzle_accuracy(pos, order,
+                                                                                                        mask)}
+
+
+def main(args):
+    ckpt = resume_args(args, "image")
+    grid, piece, gap = check_settings(args)
+    mcfg = model_config(args.model, piece, args.patch_size)
+    config = {"kind": "image", "model": asdict(mcfg), "model_name": args.model, "dataset": args.dataset,
+              "grid": list(grid), "piece_size": piece, "gap": gap, "missing": args.missing, "anchor": args.anchor,
+              "prediction": args.prediction, "args": vars(args)}
+    model, diffusion = build_model(config)
+    data = dict(grid=grid, piece=piece, gap=gap, missing=args.missing, anchor=args.anchor, seed=args.seed,
+                data_dir=args.data_dir)
+    train_set = ImagePuzzles(args.dataset, "train", **data)
+    test_set = ImagePuzzles(args.dataset, "test", **data)
+    eval_batch = collate([test_set[i] for i in range(args.eval_puzzles)])
+
+    def evaluate(ema, device):
+        batch = {k: v.to(device) for k, v in eval_batch.items()}
+        return evaluate_batch(ema, diffusion, batch, config, args.eval_steps,
+                              generator=torch.Generator(device).manual_seed(0))[2]
+
+    weights = {"pos": args.weight_pos, "content": args.weight_content}
+    metrics = train(args, config, model, diffusion, train_set, grid_table(*grid), weights, evaluate, ckpt)
+    if train_set.skipped:
+        print(f"skipped {len(train_set.skipped)} unreadable or too-small images")
+    if metrics:
+        print(f"held-out accuracy ({args.eval_puzzles} puzzles, DDIM-{args.eval_steps}): "
+              f"piece {metrics['piece_acc']:.3f} puzzle {metrics['puzzle_acc']:.3f}")
+
+
+def get_parser():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dataset", default="shapes", choices=DATASETS, help="where images come from")
+    p.add_argument("--data-dir", default=None, help="image folder for folder/imagenet/jpwleg3")
+    p.add_argument("--grid", default="3", help="puzzle grid: 3 (3x3) or rows x cols such as 2x4")
+    p.add_argument("--piece-size", type=int, default=None,
+                   help="piece side in pixels (default: shapes 16, folder/imagenet 64, jpwleg3 96)")
+    p.add_argument("--gap", type=int, default=None,
+                   help="erosion: extra pixels per cell around each piece (paper: 21 for 85 px cells, "
+                        "jpwleg3 48); training crops pieces at random inside cells, testing at the centre")
+    p.add_argument("--missing", type=int, default=0,
+                   help="up to K missing pieces while training (0..K at random), exactly K when evaluating")
+    p.add_argument("--model", default="tiny", choices=CONFIGS, help="DiT size (base = the paper's)")
+    p.add_argument("--patch-size", type=positive, default=None,
+                   help="ViT patch side in pixels, must divide the piece size (default: the model's, "
+                        "at most the piece)")
+    p.add_argument("--prediction", default="x0", choices=PREDICTIONS,
+                   help="network target: x0 (learns faster, see BENCHMARKS.md) or eps (paper)")
+    p.add_argument("--anchor", action=argparse.BooleanOptionalAction, default=False,
+                   help="give the model the true position of the first shuffled piece (paper's anchoring)")
+    p.add_argument("--weight-pos", type=float, default=1.0, help="loss weight of the positional codes")
+    p.add_argument("--weight-content", type=float, default=1.0, help="loss weight of missing pieces' pixels")
+    add_train_flags(p, lr=1e-3)
+    return p
+
+
+if __name__ == "__main__":
+    run_cli(main, get_parser().parse_args())

@@ -1,0 +1,281 @@
+"""
+Pseudo-3D U-Net that denoises temporal jigsaw puzzles (video JPDVT).
+
+Paper: "Solving temporal jigsaw puzzles" (Sec. 3.2 of jpdvt_cvpr2024.tex), the supplement's "Video Experiments" and
+Table "Hyperparameters in the downsampling blocks": a Make-A-Video style U-Net (4 down blocks, a middle block,
+4 up blocks; 3 pseudo-3D conv layers and a pseudo-3D attention layer per block; 8 heads x 64) in which
+- the convolutions are only 2D spatial ones, applied to every frame on its own (no temporal convolution), and
+- the 2D+1D attention has no temporal position embedding,
+so that the model is equivariant to a permutation of the (shuffled) pieces: the pieces' order is carried only by
+their noisy 16-d positional codes, which an MLP turns into extra input channels concatenated to the frames.
+
+A puzzle of N pieces of F frames is processed as one video of T = N*F frames. Besides the frames, every frame
+gets a conditioning vector = timestep embedding + "missing piece" embedding + frame-in-piece embedding (index
+0..F-1 inside its piece; this says which end of a piece is earlier, and is the same for every piece, so it does
+not break the piece equivariance). It scales/shifts the features of every resnet block.
+Two heads: frames -> a conv back to C channels per frame; positional codes -> features pooled per piece (mean
+over its frames and space, at the bottleneck and at the output) + the input code -> MLP -> pos_dim.
+Both heads are zero-initialised, so an untrained model outputs zeros.
+
+    model = UNet3D(CONFIGS["tiny"])
+    pos_out, content_out = model(pos, content, t, missing)
+    # pos (B, N, 16), content (B, N, F, C, H, W), t (B,) long, missing (B, N) bool
+    #  -> (B, N, 16), (B, N, F, C, H, W): eps or x0, whichever the diffusion is trained to predict
+"""
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+# ----------------------------------------------------------------------------- config
+
+@dataclass
+class UNetConfig:
+    channels: tuple = (64, 128, 256, 512)  # width of each resolution level; H, W halve between levels
+    layers_per_block: int = 3              # P-3D resnet layers per level (down and up) in the U-Net
+    attn_levels: tuple = (0, 1, 2, 3)      # levels (0 = full resolution) with 2D+1D attention; mid always has it
+    heads: int = 8
+    head_dim: int = 64
+    in_channels: int = 4                   # frame channels: 1 digits, 3 RGB, 4 VAE latents
+    frames_per_piece: int = 1
+    pos_dim: int = 16                      # size of the 1D positional code (posenc.sequence_table)
+    pos_channels: int = 4                  # channels of the positional-code map concatenated to every frame
+    norm_groups: int = 32                  # GroupNorm groups (must divide every width)
+
+
+CONFIGS = {
+    # Paper table: 64/128/256/512 wide, feature maps 32/16/8/4 on 32x32x4 latents, 3 P-3D layers, 8 x 64 heads.
+    "paper": UNetConfig(),
+    # CPU-sized model for 32x32 grayscale digits; attention only at 16x16 and 8x8 (and the 8x8 middle block).
+    # Measured with 2 CPU threads (torch 2.13), batch of 16 puzzles x 5 pieces x 4 frames of 32x32x1
+    # (320 frames), forward+backward: ~0.55 s per step (about 1.8 steps/s), 0.28 M parameters.
+    "tiny": UNetConfig(channels=(16, 32, 64), layers_per_block=1, attn_levels=(1, 2), heads=2, head_dim=16,
+                       in_channels=1, frames_per_piece=4, pos_channels=4, norm_groups=8),
+}
+
+
+# ----------------------------------------------------------------------------- embeddings
+
+def timestep_embedding(t, dim, max_period=10000.0):
+    """Sinusoidal embedding of integer timesteps t (B,) -> (B, dim), as in DDPM/DiT."""
+    half = dim // 2
+    freqs = torch.exp(-math.log(max_period) * torch.arange(half, device=t.device, dtype=torch.float32) / half)
+    args = t.float()[:, None] * freqs[None]                   # (B, half)
+    return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+
+
+def mlp(d_in, d_hidden, d_out):
+    return nn.Sequential(nn.Linear(d_in, d_hidden), nn.SiLU(), nn.Linear(d_hidden, d_out))
+
+
+# ----------------------------------------------------------------------------- P-3D building blocks
+# Every block below sees frames as a batch of images x: ((B T), C, H, W), and a per-frame conditioning
+# vector emb: ((B T), D). Only the temporal attention regroups frames by puzzle, which needs T.
+
+class ResBlock(nn.Module):
+    """GroupNorm-SiLU-Conv2d twice, with the frame's conditioning as a scale/shift between the two convs."""
+
+    def __init__(self, c_in, c_out, emb_dim, groups):
+        super().__init__()
+        self.norm1 = nn.GroupNorm(groups, c_in)
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, padding=1)
+        self.emb = nn.Sequential(nn.SiLU(), nn.Linear(emb_dim, 2 * c_out))
+        self.norm2 = nn.GroupNorm(groups, c_out)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, padding=1)  # zero-init: the block starts as the identity
+        self.skip = nn.Conv2d(c_in, c_out, 1) if c_in != c_out else nn.Identity()
+
+    def forward(self, x, emb):                                 # x ((B T), c_in, H, W), emb ((B T), D)
+        h = self.conv1(F.silu(self.norm1(x)))
+        scale, shift = self.emb(emb)[:, :, None, None].chunk(2, dim=1)
+        h = self.norm2(h) * (1 + scale) + shift
+        h = self.conv2(F.silu(h))
+        return self.skip(x) + h                                # ((B T), c_out, H, W)
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention over the middle axis of (batch, tokens, C); no position embedding."""
+
+    def __init__(self, channels, heads, head_dim):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(channels, 3 * heads * head_dim)
+        self.proj = nn.Linear(heads * head_dim, channels)      # zero-init: residual branch starts at 0
+
+    def forward(self, x):                                      # (B', L, C)
+        b, l, _ = x.shape
+        q, k, v = self.qkv(x).reshape(b, l, 3, self.heads, -1).permute(2, 0, 3, 1, 4)  # 3 x (B', heads, L, d)
+        h = F.scaled_dot_product_attention(q, k, v)            # (B', heads, L, d)
+        return self.proj(h.transpose(1, 2).reshape(b, l, -1))  # (B', L, C)
+
+
+class Attention2Plus1D(nn.Module):
+    """Pseudo-3D attention: spatial over the H*W pixels of each frame, then temporal over the T frames per pixel."""
+
+    def __init__(self, channels, heads, head_dim, groups):
+        super().__init__()
+        self.norm_s = nn.GroupNorm(groups, channels)
+        self.spatial = SelfAttention(channels, heads, head_dim)
+        self.norm_t = nn.GroupNorm(groups, channels)
+        self.temporal = SelfAttention(channels, heads, head_dim)
+
+    def forward(self, x, frames):                              # x ((B T), C, H, W), frames = T
+        bt, c, h, w = x.shape
+        # spatial: (b t) c h w -> (b t) (h w) c
+        s = self.norm_s(x).flatten(2).transpose(1, 2)
+        x = x + self.spatial(s).transpose(1, 2).reshape(bt, c, h, w)
+        # temporal: (b t) c h w -> (b h w) t c   (no temporal position embedding: frames form a set)
+        tk = self.norm_t(x).reshape(bt // frames, frames, c, h * w).permute(0, 3, 1, 2).reshape(-1, frames, c)
+        out = self.temporal(tk)                                # ((B h w), T, C)
+        # (b h w) t c -> (b t) c h w
+        out = out.reshape(bt // frames, h * w, frames, c).permute(0, 2, 3, 1).reshape(bt, c, h, w)
+        return x + out
+
+
+class Level(nn.Module):
+    """`layers` resnet blocks at one resolution, each followed by 2D+1D attention when `attn` is set."""
+
+    def __init__(self, c_in, c_out, layers, emb_dim, cfg, attn):
+        super().__init__()
+        self.res = nn.ModuleList([ResBlock(c_in if i == 0 else c_out, c_out, emb_dim, cfg.norm_groups)
+                                  for i in range(layers)])
+        self.attn = nn.ModuleList([Attention2Plus1D(c_out, cfg.heads, cfg.head_dim, cfg.norm_groups)
+                                   for _ in range(layers)]) if attn else None
+
+    def forward(self, x, emb, frames):
+        for i, res in enumerate(self.res):
+            x = res(x, emb)
+            if self.attn is not None:
+                x = self.attn[i](x, frames)
+        return x
+
+
+class Downsample(nn.Module):
+    """Halve H and W with a stride-2 conv, changing the width to the next level's."""
+
+    def __init__(self, c_in, c_out):
+        super().__init__()
+        self.conv = nn.Conv2d(c_in, c_out, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+class Upsample(nn.Module):
+    """Double H and W (nearest) and conv to the previous level's width."""
+
+    def __init__(self, c_in, c_out):
+        super().__init__()
+        self.conv = nn.Conv2d(c_in, c_out, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(F.interpolate(x, scale_factor=2, mode="nearest"))
+
+
+# ----------------------------------------------------------------------------- the U-Net
+
+class UNet3D(nn.Module):
+    """Denoiser of (positional codes, frames) of a temporal puzzle; see the module docstring."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = cfg = config
+        ch = list(cfg.channels)
+        self.levels = len(ch)
+        emb_dim = 4 * ch[0]
+
+        # conditioning: timestep, missing flag, frame index inside a piece -> one vector per frame
+        self.time_mlp = mlp(ch[0], emb_dim, emb_dim)
+        self.missing_embed = nn.Embedding(2, emb_dim)
+        self.frame_embed = nn.Parameter(torch.zeros(cfg.frames_per_piece, emb_dim))
+        # positional code of each piece -> pos_channels, broadcast over H x W and concatenated to its frames
+        self.pos_mlp = mlp(cfg.pos_dim, emb_dim, cfg.pos_channels)
+
+        # encoder
+        self.conv_in = nn.Conv2d(cfg.in_channels + cfg.pos_channels, ch[0], 3, padding=1)
+        self.down = nn.ModuleList([Level(ch[i], ch[i], cfg.layers_per_block, emb_dim, cfg, i in cfg.attn_levels)
+                                   for i in range(self.levels)])
+        self.downsample = nn.ModuleList([Downsample(ch[i], ch[i + 1]) for i in range(self.levels - 1)])
+        # middle block: resnet, attention, resnet
+        self.mid = nn.ModuleList([ResBlock(ch[-1], ch[-1], emb_dim, cfg.norm_groups),
+                                  Attention2Plus1D(ch[-1], cfg.heads, cfg.head_dim, cfg.norm_groups),
+                                  ResBlock(ch[-1], ch[-1], emb_dim, cfg.norm_groups)])
+        # decoder: at level i, concat the encoder's level-i features (skip), then the level's blocks
+        self.up = nn.ModuleList([Level(2 * ch[i], ch[i], cfg.layers_per_block, emb_dim, cfg, i in cfg.attn_levels)
+                                 for i in range(self.levels)])
+        self.upsample = nn.ModuleList([Upsample(ch[i + 1], ch[i]) for i in range(self.levels - 1)])
+
+        # heads
+        self.content_out = nn.Sequential(nn.GroupNorm(cfg.norm_groups, ch[0]), nn.SiLU(),
+                                         nn.Conv2d(ch[0], cfg.in_channels, 3, padding=1))
+        self.pos_in = nn.Linear(ch[0] + ch[-1] + cfg.pos_dim, emb_dim)
+        self.pos_cond = nn.Linear(emb_dim, emb_dim)
+        self.pos_out = nn.Sequential(nn.SiLU(), nn.Linear(emb_dim, emb_dim), nn.SiLU(),
+                                     nn.Linear(emb_dim, cfg.pos_dim))
+        self.initialize_weights()
+
+    def initialize_weights(self):
+        """PyTorch defaults for convs, Xavier for linears, small embeddings; zero the residual branches' last
+        layers (resnet conv2, attention proj) and both output layers, so the untrained model outputs zeros."""
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.xavier_uniform_(m.weight)
+                nn.init.zeros_(m.bias)
+        nn.init.normal_(self.missing_embed.weight, std=0.02)
+        nn.init.normal_(self.frame_embed, std=0.02)
+        zero = [self.content_out[-1], self.pos_out[-1]]
+        zero += [m.conv2 for m in self.modules() if isinstance(m, ResBlock)]
+        zero += [m.proj for m in self.modules() if isinstance(m, SelfAttention)]
+        for layer in zero:
+            nn.init.zeros_(layer.weight)
+            nn.init.zeros_(layer.bias)
+
+    def forward(self, pos, content, t, missing):
+        cfg = self.config
+        b, n, f, c, h, w = content.shape
+        factor = 2 ** (self.levels - 1)
+        if h % factor or w % factor:
+            raise ValueError(f"frame height and width must be divisible by {factor} for a {self.levels}-level "
+                             f"U-Net, got {h}x{w}")
+        if f != cfg.frames_per_piece or c != cfg.in_channels:
+            raise ValueError(f"model expects pieces of {cfg.frames_per_piece} frames with {cfg.in_channels} "
+                             f"channels, got {f} frames with {c} channels")
+        frames = n * f
+
+        # ---- per-frame conditioning vector
+        emb = (self.time_mlp(timestep_embedding(t, cfg.channels[0]))[:, None]   # (B, 1, D)
+               + self.missing_embed(missing.long()))                            # (B, N, D) piece embedding
+        frame_emb = (emb[:, :, None] + self.frame_embed).reshape(b * frames, -1)  # b n f d -> (b n f) d
+
+        # ---- input: frames + positional-code map
+        pos_map = self.pos_mlp(pos)[:, :, None, :, None, None].expand(b, n, f, cfg.pos_channels, h, w)
+        x = torch.cat([content, pos_map.to(content.dtype)], dim=3)              # (B, N, F, C + Cp, H, W)
+        x = self.conv_in(x.reshape(b * frames, c + cfg.pos_channels, h, w))     # b n f c h w -> (b n f) c h w
+
+        # ---- U-Net
+        skips = []
+        for i in range(self.levels):
+            x = self.down[i](x, frame_emb, frames)
+            skips.append(x)
+            if i < self.levels - 1:
+                x = self.downsample[i](x)
+        x = self.mid[0](x, frame_emb)
+        x = self.mid[1](x, frames)
+        x = self.mid[2](x, frame_emb)
+        mid = x                                                                 # ((B T), C_last, h', w')
+        for i in reversed(range(self.levels)):
+            x = self.up[i](torch.cat([x, skips[i]], dim=1), frame_emb, frames)
+            if i > 0:
+                x = self.upsample[i - 1](x)
+
+        # ---- heads
+        content_out = self.content_out(x).reshape(b, n, f, c, h, w)             # (b n f) c h w -> b n f c h w
+
+        def per_piece(feat):                                                    # ((B N F), C, h, w) -> (B, N, C)
+            return feat.mean(dim=(2, 3)).reshape(b, n, f, -1).mean(dim=2)
+
+        feats = torch.cat([per_piece(x), per_piece(mid), pos.to(x.dtype)], dim=-1)  # (B, N, C0 + C_last + P)
+        pos_out = self.pos_out(self.pos_in(feats) + self.pos_cond(F.silu(emb)))    # (B, N, pos_dim)
+        return pos_out, content_out
