@@ -300,6 +300,6 @@ def add_train_flags(p, lr):
     p.add_argument("--resume", default=None, help="continue from this ckpt.pt (settings come from it)")
     p.add_argument("--seed", type=int, default=0, help="seed of the data stream, noise and initial weights")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (torchrun sets one per process)")
-    p.add_argument("--workers", type=int, default=0, help="data-loading worker processes")
+    p.add_argument("--workers", type=int, default=1, help="data-loading worker processes (0 = in the main process)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (GPU speed-up)")
     p.add_argument("--precision", default="fp32", choices=PRECISIONS, help="training precision")
