@@ -14,6 +14,7 @@ The JPDVT method glue shared by train_image.py, train_video.py and sample.py.
 import argparse
 import contextlib
 import copy
+import math
 import os
 import pickle
 import sys
@@ -56,6 +57,17 @@ def positive(text):
     return v
 
 
+def positive_float(text):
+    """argparse type: a finite number > 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not (v > 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {text}")
+    return v
+
+
 # ----------------------------------------------------------------------------
 # Objective and solver
 # ----------------------------------------------------------------------------
@@ -86,9 +98,13 @@ def puzzle_loss(model, diffusion, batch, table, anchored, weights):
 
 @torch.no_grad()
 def solve(model, diffusion, batch, table, anchored, steps=50, sampler="ddim", method="hungarian",
-          generator=None, progress=False):
-    """Returns (positions (B, N) int array: predicted position of each piece, content with missing generated)."""
-    anchor = anchor_mask(batch, anchored)
+          generator=None, progress=False, known=None):
+    """
+    Returns (positions (B, N) int array: predicted position of each piece, content with missing generated).
+    known: (B, N) bool of pieces whose true code is given (default: the anchor); all True generates only the
+    missing content at known positions (temporal super-resolution).
+    """
+    anchor = anchor_mask(batch, anchored) if known is None else known
     keep = ~batch["missing"]
     content = batch["content"] * keep.view(*keep.shape, *[1] * (batch["content"].dim() - 2))
     given = {"pos": table[batch["order"]] * anchor[..., None], "content": content}
@@ -166,18 +182,35 @@ def autocast(device, precision):
     return torch.autocast(device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
 
 
+SCHEDULES = {"constant": "constant after warmup (paper)", "cosine": "cosine decay to 0 at --max-steps"}
+
+
+def learning_rate(args, step):
+    """Linear warmup over --warmup steps, then constant or cosine-decayed."""
+    lr = args.lr * min(1.0, (step + 1) / args.warmup) if args.warmup else args.lr
+    if args.schedule == "cosine":
+        lr *= 0.5 * (1 + math.cos(math.pi * min(step / args.max_steps, 1.0)))
+    return lr
+
+
 PRECISIONS = {"fp32": "full precision", "bf16": "bfloat16 autocast", "fp16": "float16 autocast + grad scaling (CUDA)"}
 # flags that may change when resuming; every other setting comes from the checkpoint
 RUN_FLAGS = {"resume", "max_steps", "out", "device", "ckpt_every", "eval_every", "compile", "workers"}
 
 
-def resume_args(args, kind):
-    """With --resume, take every setting but the run-control flags from the checkpoint. Returns the ckpt."""
+def resume_args(args, kind, parser):
+    """
+    With --resume, every setting comes from the checkpoint, except run-control flags given on the command
+    line (e.g. a larger --max-steps). Returns the checkpoint (None without --resume).
+    """
     if not args.resume:
         return None
     ckpt = load_checkpoint(args.resume, kind)
+    if not ckpt["model"] or not ckpt["opt"]:
+        raise UserError(f"checkpoint {args.resume} holds EMA weights only (a shipped checkpoint) and cannot be "
+                        "resumed; use it with sample.py, or resume from a training run's ckpt.pt")
     for k, v in ckpt["config"]["args"].items():
-        if k not in RUN_FLAGS:
+        if k != "resume" and (k not in RUN_FLAGS or getattr(args, k, None) == parser.get_default(k)):
             setattr(args, k, v)
     return ckpt
 
@@ -186,14 +219,14 @@ def resume_args(args, kind):
 # Training loop
 # ----------------------------------------------------------------------------
 
-def train(args, config, model, diffusion, dataset, table, weights, evaluate, ckpt=None):
+def train(args, config, model, diffusion, dataset, table, weights, evaluate, ckpt=None, prepare=None):
     """
     Train `model` on `dataset` (a map-style dataset indexed by stream position). `config` (plain types) goes
-    into the checkpoint; evaluate(ema_model, device) -> dict of metrics on a fixed held-out batch.
+    into the checkpoint; evaluate(ema_model, device) -> dict of metrics on a fixed held-out batch;
+    prepare(batch) -> batch runs on the device before the loss (e.g. frames -> autoencoder latents).
     """
     rank, world, device = setup_distributed(args.device)
     master = rank == 0
-    torch.manual_seed(args.seed)
     model.to(device)
     ema = copy.deepcopy(model).eval().requires_grad_(False)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
@@ -240,7 +273,9 @@ def train(args, config, model, diffusion, dataset, table, weights, evaluate, ckp
     for batch in loader:
         torch.manual_seed(args.seed * 1_000_003 + step * world + rank)   # noise of this step: exact on resume
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items() if k != "image"}
-        lr = args.lr * min(1.0, (step + 1) / args.warmup) if args.warmup else args.lr
+        if prepare is not None:
+            batch = prepare(batch)
+        lr = learning_rate(args, step)
         for g in opt.param_groups:
             g["lr"] = lr
         with autocast(device, args.precision):
@@ -287,8 +322,9 @@ def train(args, config, model, diffusion, dataset, table, weights, evaluate, ckp
 def add_train_flags(p, lr):
     """Flags shared by the two training scripts (help text on each)."""
     p.add_argument("--batch-size", type=positive, default=32, help="puzzles per step per process")
-    p.add_argument("--lr", type=float, default=lr, help="AdamW learning rate (paper: 1e-4)")
+    p.add_argument("--lr", type=positive_float, default=lr, help="AdamW learning rate (paper: 1e-4)")
     p.add_argument("--warmup", type=int, default=100, help="linear learning-rate warmup steps (0 = none)")
+    p.add_argument("--schedule", default="constant", choices=SCHEDULES, help="learning-rate schedule after warmup")
     p.add_argument("--max-steps", type=positive, default=2000, help="total training steps")
     p.add_argument("--ckpt-every", type=positive, default=500, help="write ckpt.pt every N steps")
     p.add_argument("--eval-every", type=int, default=500,
@@ -300,6 +336,6 @@ def add_train_flags(p, lr):
     p.add_argument("--resume", default=None, help="continue from this ckpt.pt (settings come from it)")
     p.add_argument("--seed", type=int, default=0, help="seed of the data stream, noise and initial weights")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (torchrun sets one per process)")
-    p.add_argument("--workers", type=int, default=1, help="data-loading worker processes (0 = in the main process)")
+    p.add_argument("--workers", type=int, default=1, help="data-loading processes (0 = in the main process)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (GPU speed-up)")
     p.add_argument("--precision", default="fp32", choices=PRECISIONS, help="training precision")

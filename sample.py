@@ -3,13 +3,17 @@ Solve puzzles with a trained JPDVT checkpoint: accuracy on fresh test puzzles, p
 
 Paper: "Predicted position encodings" (supplement) and "Metrics" (Sec. 4.2). Everything (model, puzzle
 settings) is rebuilt from the checkpoint; the EMA weights are used. Image checkpoints report piece- and
-puzzle-level accuracy (a puzzle is solved when every given piece is in place); video checkpoints report the
-normalized Kendall distance.
+puzzle-level accuracy (a puzzle is solved when every given piece is in place); video checkpoints report the mean
+normalized Kendall distance and the fraction of clips fully ordered ("Temporal Jigsaw Puzzles Experiments"), and
+can raise a video's frame rate (supplement, "Downstream Task: Temporal Super-resolution").
 
     python sample.py --ckpt checkpoints/image-shapes-3x3.pt                 # metrics.json + examples.png
     python sample.py --ckpt out/run/ckpt.pt --missing 2 --sampler ddpm --steps 1000
     python sample.py --ckpt out/run/ckpt.pt --dataset folder --data-dir ~/photos
     python sample.py --ckpt checkpoints/image-shapes-3x3.pt --image photo.jpg
+    python sample.py --ckpt out/video/ckpt.pt                              # metrics.json + examples.gif
+    python sample.py --ckpt out/video/ckpt.pt --video clip.mp4             # order your own clip
+    python sample.py --ckpt out/video/ckpt.pt --superres 1                 # 1 generated piece between given ones
 """
 import argparse
 import json
@@ -22,15 +26,54 @@ from PIL import Image
 from tqdm import tqdm
 
 from diffusion import SAMPLERS
-from jpdvt import load_checkpoint, positive, run_cli
+from jpdvt import load_checkpoint, positive, run_cli, solve
 from metrics import ASSIGNERS, piece_accuracy, puzzle_accuracy
-from puzzles import DATASETS, ImagePuzzles, UserError, assemble, cut_image, fit_image, shuffle_pieces
+from posenc import sequence_table
+from puzzles import (DATASETS, VIDEO_DATASETS, ImagePuzzles, UserError, VideoPuzzles, assemble, cut_image,
+                     fit_channels, fit_image, make_video_puzzle, read_video, shuffle_pieces, unshuffle_video,
+                     video_item, video_tensor, write_gif)
 from train_image import build_model, collate, evaluate_batch
+from train_video import VaeCodec, build_model as build_video_model, evaluate_batch as evaluate_video_batch, \
+    video_scores
 
+EXAMPLES = 4  # puzzles pictured in examples.gif / superres.gif
+
+
+# ----------------------------------------------------------------------------
+# Shared
+# ----------------------------------------------------------------------------
 
 def to_uint8(img):
     return (np.clip(img, 0, 1) * 255).round().astype(np.uint8)
 
+
+def load_model(args, ckpt, build):
+    """The checkpoint's EMA model on the chosen device, its diffusion, the device and a seeded generator."""
+    model, diffusion = build(ckpt["config"])
+    model.load_state_dict(ckpt["ema"])
+    device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+    model.to(device).eval()
+    os.makedirs(args.out, exist_ok=True)
+    return model, diffusion, device, torch.Generator(device).manual_seed(args.seed)
+
+
+def puzzle_count(requested, test):
+    """How many test puzzles to solve: as requested, at most the size of the test split."""
+    if requested > len(test):
+        print(f"note: the test split holds only {len(test)} puzzles; solving {len(test)}")
+    return min(requested, len(test))
+
+
+def iter_batches(test, num, batch_size, device):
+    """The first `num` test puzzles, in batches on `device`, with a progress bar."""
+    for start in tqdm(range(0, num, batch_size), desc="solving", unit="batch"):
+        batch = collate([test[i] for i in range(start, min(start + batch_size, num))])
+        yield {k: v.to(device) for k, v in batch.items()}
+
+
+# ----------------------------------------------------------------------------
+# Images
+# ----------------------------------------------------------------------------
 
 def pieces_np(content):
     """(N, C, P, P) in [-1, 1] -> (N, P, P, C) in [0, 1]."""
@@ -61,27 +104,20 @@ def sample_image(args, ckpt):
     if not 0 <= missing < n - (1 if anchored else 0):
         raise UserError(f"--missing must be between 0 and {n - 1 - (1 if anchored else 0)} for this "
                         f"{grid[0]}x{grid[1]} checkpoint, got {missing}")
-    model, diffusion = build_model(config)
-    model.load_state_dict(ckpt["ema"])
-    device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
-    model.to(device).eval()
-    os.makedirs(args.out, exist_ok=True)
-    gen = torch.Generator(device).manual_seed(args.seed)
+    model, diffusion, device, gen = load_model(args, ckpt, build_model)
 
     if args.image:
         return solve_photo(args, model, diffusion, config, grid, piece, gap, device, gen)
 
     dataset = args.dataset or config["dataset"]
+    if dataset not in DATASETS:
+        raise UserError(f"--dataset {dataset} holds videos; this image checkpoint needs one of {', '.join(DATASETS)}")
     data_dir = args.data_dir or (config["args"].get("data_dir") if dataset == config["dataset"] else None)
     test = ImagePuzzles(dataset, "test", grid, piece, gap, missing, anchored, args.seed, data_dir)
-    if dataset != "shapes" and args.num_puzzles > len(test):
-        print(f"note: the test split has {len(test)} images; using {len(test)} puzzles")
-    num = min(args.num_puzzles, len(test))
+    num = puzzle_count(args.num_puzzles, test)
     positions, orders, masks, seconds = [], [], [], 0.0
     picture = None
-    for start in tqdm(range(0, num, args.batch_size), desc="solving", unit="batch"):
-        batch = collate([test[i] for i in range(start, min(start + args.batch_size, num))])
-        batch = {k: v.to(device) for k, v in batch.items()}
+    for batch in iter_batches(test, num, args.batch_size, device):
         t = time.time()
         pos, content, _ = evaluate_batch(model, diffusion, batch, config, args.steps, args.sampler, args.assign, gen)
         seconds += time.time() - t
@@ -143,6 +179,175 @@ def solve_photo(args, model, diffusion, config, grid, piece, gap, device, gen):
     return acc
 
 
+# ----------------------------------------------------------------------------
+# Videos
+# ----------------------------------------------------------------------------
+
+def frames_np(content):
+    """(N, F, C, H, W) in [-1, 1] -> (N, F, H, W, C) in [0, 1]."""
+    return ((content.float().cpu() + 1) / 2).permute(0, 1, 3, 4, 2).numpy()
+
+
+def video_row(batch, positions, generated, k):
+    """
+    Clips of puzzle k, each (N*F, H, W, C): shuffled input (missing pieces grey) | solved (generated pieces put
+    where the model placed them, marked) | ground truth; and the marks (per clip a (N*F,) bool or None).
+    """
+    real = frames_np(batch["content"][k])                      # (N, F, H, W, C), missing pieces' true frames too
+    missing = batch["missing"][k].cpu().numpy()
+    f = real.shape[1]
+    gone = missing[:, None, None, None, None]
+    slot_generated = np.empty_like(missing)
+    slot_generated[positions[k]] = missing                     # which time slots got a generated piece
+    clips = [np.where(gone, 0.5, real).reshape(-1, *real.shape[2:]),   # n f h w c -> (n f) h w c
+             unshuffle_video(np.where(gone, frames_np(generated[k]), real), positions[k]),
+             unshuffle_video(real, batch["order"][k].cpu().numpy())]
+    return clips, [None, np.repeat(slot_generated, f), None]
+
+
+def write_rows(path, rows, labels):
+    """write_gif of video_row outputs; returns path."""
+    write_gif(path, [clips for clips, _ in rows], labels, marks=[marks for _, marks in rows])
+    return path
+
+
+def stem(path):
+    """clip.mp4 or frames/ -> "clip" or "frames": the name output files are derived from."""
+    return os.path.splitext(os.path.basename(os.path.normpath(path)))[0]
+
+
+def read_clip(args, config, stride, num_frames):
+    """The centre num_frames frames of --video, at the checkpoint's size and channels: (T, H, W, C) in [0, 1]."""
+    clip = fit_channels(read_video(args.video, stride, config["size"]), config["channels"])
+    if len(clip) < num_frames:
+        fpp = config["frames_per_piece"]
+        raise UserError(f"--video {args.video} has {len(clip)} frames at --frame-stride {stride}, fewer than the "
+                        f"{num_frames} ({num_frames // fpp} pieces x {fpp} frames) needed; pass a longer clip or a "
+                        "smaller --frame-stride")
+    start = (len(clip) - num_frames) // 2
+    return clip[start:start + num_frames]
+
+
+def sample_video(args, ckpt):
+    """Score --num-puzzles test puzzles (metrics.json, examples.gif), or order --video, or run --superres."""
+    config = ckpt["config"]
+    pieces, fpp = config["pieces"], config["frames_per_piece"]
+    missing = args.missing if args.missing is not None else (0 if args.video else config["missing"])
+    if not 0 <= missing < pieces - 1:
+        raise UserError(f"--missing must be between 0 and {pieces - 2} for this {pieces}-piece checkpoint, "
+                        f"got {missing}")
+    stride = config["frame_stride"] if args.frame_stride is None else args.frame_stride
+    if stride < 1:
+        raise UserError(f"--frame-stride must be at least 1, got {stride}")
+    dataset = args.dataset or config["dataset"]
+    if dataset not in VIDEO_DATASETS:
+        raise UserError(f"--dataset {dataset} holds images; this video checkpoint needs one of "
+                        f"{', '.join(VIDEO_DATASETS)}")
+    codec = VaeCodec(config["vae"]) if config["vae"] else None
+    model, diffusion, device, gen = load_model(args, ckpt, build_video_model)
+    encode = codec.encode_batch if codec else (lambda batch: batch)
+    decode = codec.decode if codec else (lambda content: content)
+    data_dir = args.data_dir or (config["args"].get("data_dir") if dataset == config["dataset"] else None)
+
+    def test_set(k):
+        return VideoPuzzles(dataset, "test", pieces, fpp, config["size"], config["channels"], k, stride, args.seed,
+                            data_dir)
+
+    if args.superres:
+        return superres(args, model, diffusion, config, stride, test_set, encode, decode, device, gen)
+    if args.video:
+        return order_clip(args, model, diffusion, config, stride, missing, encode, decode, device, gen)
+
+    test = test_set(missing)
+    num = puzzle_count(args.num_puzzles, test)
+    positions, orders, seconds, rows = [], [], 0.0, []
+    for batch in iter_batches(test, num, args.batch_size, device):
+        t = time.time()
+        pos, content, _ = evaluate_video_batch(model, diffusion, encode(batch), config, args.steps, args.sampler,
+                                               args.assign, gen)
+        seconds += time.time() - t
+        positions.append(pos)
+        orders.append(batch["order"].cpu().numpy())
+        if len(rows) < EXAMPLES:
+            generated = decode(content)
+            rows += [video_row(batch, pos, generated, k) for k in range(min(EXAMPLES - len(rows), len(pos)))]
+    metrics = {**video_scores(np.concatenate(positions), np.concatenate(orders)), "num_puzzles": num,
+               "sec_per_puzzle": seconds / num, "dataset": dataset, "pieces": pieces, "frames_per_piece": fpp,
+               "missing": missing, "frame_stride": stride, "size": config["size"], "sampler": args.sampler,
+               "steps": args.steps, "assign": args.assign, "seed": args.seed, "ckpt": args.ckpt,
+               "train_step": ckpt["step"]}
+    with open(os.path.join(args.out, "metrics.json"), "w") as f:
+        json.dump(metrics, f, indent=2)
+    gif = write_rows(os.path.join(args.out, "examples.gif"), rows, ["shuffled", "solved", "ground truth"])
+    print(f"{num} puzzles ({args.sampler}-{args.steps}, {args.assign}): mean Kendall distance "
+          f"{metrics['kendall']:.4f}, exactly ordered {metrics['exact']:.4f}, {metrics['sec_per_puzzle']:.3f} s/puzzle")
+    print(f"wrote {os.path.join(args.out, 'metrics.json')} and {gif} "
+          "(shuffled input | solved, generated frames in red | ground truth)")
+    return metrics
+
+
+def order_clip(args, model, diffusion, config, stride, missing, encode, decode, device, gen):
+    """Cut --video into the checkpoint's pieces (centre window), shuffle it (seeded), solve, and picture it."""
+    pieces, fpp = config["pieces"], config["frames_per_piece"]
+    clip = read_clip(args, config, stride, pieces * fpp)
+    puzzle = make_video_puzzle(clip, pieces, fpp, np.random.default_rng(args.seed), missing, start=0)
+    batch = {k: v[None].to(device) for k, v in video_item(puzzle).items()}   # a batch of one
+    pos, generated, scores = evaluate_video_batch(model, diffusion, encode(batch), config, args.steps, args.sampler,
+                                                  args.assign, gen)
+    gif = write_rows(os.path.join(args.out, f"{stem(args.video)}_solved.gif"), [video_row(batch, pos, decode(generated), 0)],
+                     ["shuffled", "solved", "original"])
+    print(f"predicted positions of the shuffled pieces {pos[0].tolist()} (true {puzzle['order'].tolist()}): "
+          f"Kendall distance {scores['kendall']:.3f}, {'in order' if scores['exact'] == 1 else 'not in order'}; "
+          f"wrote {gif} (shuffled | solved | original)")
+    return scores
+
+
+def superres(args, model, diffusion, config, stride, test_set, encode, decode, device, gen):
+    """
+    Temporal super-resolution (supplement, "Downstream Task"): the pieces at positions 0, K+1, 2(K+1), ... are
+    given, the K pieces between each pair are missing content generated at known positions (every positional code
+    is given). Input: the clip of --video (its frames are the low-rate video), else test clips of the dataset
+    (every (K+1)-th piece kept, the ground truth shown next to the result).
+    """
+    pieces, fpp, k = config["pieces"], config["frames_per_piece"], args.superres
+    valid = [j for j in range(1, pieces - 1) if (pieces - 1) % (j + 1) == 0]
+    if k not in valid:
+        raise UserError(f"--superres {k} does not fit this {pieces}-piece checkpoint (given pieces at 0, K+1, ... "
+                        f"up to {pieces - 1}); use {' or '.join(map(str, valid)) or 'a checkpoint with more pieces'}")
+    keep = np.arange(pieces) % (k + 1) == 0                   # time slots of the given (low-rate) pieces
+    if args.video:
+        low = read_clip(args, config, stride, int(keep.sum()) * fpp)
+        low = low.reshape(-1, fpp, *low.shape[1:])           # (m f) h w c -> m f h w c
+        full = np.zeros((pieces, *low.shape[1:]), np.float32)
+        full[keep] = low
+        content = video_tensor(full)[None]
+    else:                                                      # test clips in time order: (B, N, F, C, H, W)
+        test = test_set(0)
+        items = [test[i] for i in range(min(args.num_puzzles, EXAMPLES, len(test)))]
+        content = torch.stack([it["content"][torch.argsort(it["order"])] for it in items])
+    b = content.shape[0]
+    batch = {"content": content.to(device), "order": torch.arange(pieces, device=device).expand(b, -1),
+             "missing": torch.from_numpy(~keep).to(device).expand(b, -1)}
+    known = torch.ones_like(batch["missing"])
+    _, generated = solve(model, diffusion, encode(batch), sequence_table(pieces).to(device), config["anchor"],
+                         args.steps, args.sampler, args.assign, gen, known=known)
+    generated = decode(generated)
+    rows = [video_row(batch, np.arange(pieces)[None].repeat(b, 0), generated, i) for i in range(b)]
+    if args.video:                                             # no ground truth for the user's clip
+        rows = [(clips[:2], marks[:2]) for clips, marks in rows]
+        name = f"{stem(args.video)}_superres.gif"
+    else:
+        name = "superres.gif"
+    gif = write_rows(os.path.join(args.out, name), rows, ["input", "super-resolved", "ground truth"][:len(rows[0][0])])
+    print(f"wrote {gif}: {int(keep.sum())} given pieces of {fpp} frames, {k} generated piece(s) between each pair "
+          "(in red)")
+    return gif
+
+
+# ----------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------
+
 def main(args):
     ckpt = load_checkpoint(args.ckpt)
     if args.out is None:
@@ -153,7 +358,6 @@ def main(args):
         return sample_image(args, ckpt)
     if args.image:
         raise UserError(f"--image needs an image checkpoint; {args.ckpt} is a video model (use --video)")
-    from train_video import sample_video
     return sample_video(args, ckpt)
 
 
@@ -166,14 +370,23 @@ def get_parser():
     p.add_argument("--sampler", default="ddim", choices=SAMPLERS, help="ddim (deterministic) or ddpm (ancestral)")
     p.add_argument("--assign", default="hungarian", choices=ASSIGNERS,
                    help="codes -> positions: hungarian (optimal) or greedy (paper)")
-    p.add_argument("--missing", type=int, default=None, help="missing pieces per puzzle (default: the checkpoint's)")
+    p.add_argument("--missing", type=int, default=None,
+                   help="missing pieces per puzzle (default: the checkpoint's; 0 for --video)")
     p.add_argument("--out", default=None, help="output folder (default: samples/ next to the checkpoint)")
-    p.add_argument("--dataset", default=None, choices=DATASETS, help="evaluate on another dataset than trained on")
-    p.add_argument("--data-dir", default=None, help="image folder for --dataset folder/imagenet/jpwleg3")
+    p.add_argument("--dataset", default=None, choices=[*DATASETS, *VIDEO_DATASETS],
+                   help="evaluate on another dataset than trained on (of the checkpoint's kind)")
+    p.add_argument("--data-dir", default=None,
+                   help="image folder for folder/imagenet/jpwleg3, mnist_test_seq.npy for movingmnist, video folder "
+                        "for videos (default: the training run's)")
     p.add_argument("--image", default=None, help="solve your own photo: cut, shuffle, solve, picture")
-    p.add_argument("--video", default=None, help="video checkpoints: order your own clip (file or frame folder)")
+    p.add_argument("--video", default=None,
+                   help="video checkpoints: order your own clip (file or frame folder; its centre is cut into the "
+                        "checkpoint's pieces, shuffled and solved)")
     p.add_argument("--superres", type=int, default=0,
-                   help="video checkpoints: generate K frames between each pair of given frames")
+                   help="video checkpoints: generate K pieces between each pair of given pieces (K frames with "
+                        "1-frame pieces), of --video or of test clips")
+    p.add_argument("--frame-stride", type=int, default=None,
+                   help="video checkpoints: keep every N-th frame (default: the checkpoint's)")
     p.add_argument("--batch-size", type=positive, default=50, help="puzzles solved at once")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     return p

@@ -76,12 +76,13 @@ def evaluate_batch(model, diffusion, batch, config, steps, sampler="ddim", metho
 
 
 def main(args):
-    ckpt = resume_args(args, "image")
+    ckpt = resume_args(args, "image", get_parser())
     grid, piece, gap = check_settings(args)
     mcfg = model_config(args.model, piece, args.patch_size)
     config = {"kind": "image", "model": asdict(mcfg), "model_name": args.model, "dataset": args.dataset,
               "grid": list(grid), "piece_size": piece, "gap": gap, "missing": args.missing, "anchor": args.anchor,
               "prediction": args.prediction, "args": vars(args)}
+    torch.manual_seed(args.seed)                 # initial weights: the same on every rank and every rerun
     model, diffusion = build_model(config)
     data = dict(grid=grid, piece=piece, gap=gap, missing=args.missing, anchor=args.anchor, seed=args.seed,
                 data_dir=args.data_dir)

@@ -10,16 +10,19 @@ so that the model is equivariant to a permutation of the (shuffled) pieces: the 
 their noisy 16-d positional codes, which an MLP turns into extra input channels concatenated to the frames.
 
 A puzzle of N pieces of F frames is processed as one video of T = N*F frames. Besides the frames, every frame
-gets a conditioning vector = timestep embedding + "missing piece" embedding + frame-in-piece embedding (index
+gets a conditioning vector = timestep embedding + "missing piece" embedding + "anchored piece" embedding (its
+positional code is given clean, not noisy) + frame-in-piece embedding (index
 0..F-1 inside its piece; this says which end of a piece is earlier, and is the same for every piece, so it does
 not break the piece equivariance). It scales/shifts the features of every resnet block.
 Two heads: frames -> a conv back to C channels per frame; positional codes -> features pooled per piece (mean
 over its frames and space, at the bottleneck and at the output) + the input code -> MLP -> pos_dim.
-Both heads are zero-initialised, so an untrained model outputs zeros.
+Both heads are zero-initialised, so an untrained model outputs zeros. For CPU-sized pixel models, `patch_size`
+> 1 adds a lossless space-to-depth stem (pixel_unshuffle in, pixel_shuffle out), so the U-Net starts at H/p x W/p
+like the paper's latent models (the paper config works on 32x32x4 latents with patch_size 1).
 
     model = UNet3D(CONFIGS["tiny"])
-    pos_out, content_out = model(pos, content, t, missing)
-    # pos (B, N, 16), content (B, N, F, C, H, W), t (B,) long, missing (B, N) bool
+    pos_out, content_out = model(pos, content, t, missing, anchor)
+    # pos (B, N, 16), content (B, N, F, C, H, W), t (B,) long, missing, anchor (B, N) bool (anchor may be None)
     #  -> (B, N, 16), (B, N, F, C, H, W): eps or x0, whichever the diffusion is trained to predict
 """
 import math
@@ -43,17 +46,19 @@ class UNetConfig:
     frames_per_piece: int = 1
     pos_dim: int = 16                      # size of the 1D positional code (posenc.sequence_table)
     pos_channels: int = 4                  # channels of the positional-code map concatenated to every frame
+    patch_size: int = 1                    # >1: space-to-depth stem (p x p pixels -> p*p channels) and back
     norm_groups: int = 32                  # GroupNorm groups (must divide every width)
 
 
 CONFIGS = {
     # Paper table: 64/128/256/512 wide, feature maps 32/16/8/4 on 32x32x4 latents, 3 P-3D layers, 8 x 64 heads.
     "paper": UNetConfig(),
-    # CPU-sized model for 32x32 grayscale digits; attention only at 16x16 and 8x8 (and the 8x8 middle block).
-    # Measured with 2 CPU threads (torch 2.13), batch of 16 puzzles x 5 pieces x 4 frames of 32x32x1
-    # (320 frames), forward+backward: ~0.55 s per step (about 1.8 steps/s), 0.28 M parameters.
+    # CPU-sized model for 32x32 grayscale digits: a 2x2 space-to-depth stem, then levels at 16/8/4 px with
+    # attention at 8x8 and 4x4 (and the middle block); 0.59 M parameters. Measured forward+backward, batch of
+    # 16 puzzles x 5 pieces x 4 frames of 32x32x1 (320 frames), torch 2.13, 2 CPU cores shared with another
+    # busy process: 0.70-0.77 s with 2 threads, 1.1-1.3 s with 1 thread (without the stem: 5-8 s).
     "tiny": UNetConfig(channels=(16, 32, 64), layers_per_block=1, attn_levels=(1, 2), heads=2, head_dim=16,
-                       in_channels=1, frames_per_piece=4, pos_channels=4, norm_groups=8),
+                       in_channels=1, frames_per_piece=4, pos_channels=4, patch_size=2, norm_groups=8),
 }
 
 
@@ -186,22 +191,24 @@ class UNet3D(nn.Module):
         self.levels = len(ch)
         emb_dim = 4 * ch[0]
 
-        # conditioning: timestep, missing flag, frame index inside a piece -> one vector per frame
+        # conditioning: timestep, missing and anchor flags, frame index inside a piece -> one vector per frame
         self.time_mlp = mlp(ch[0], emb_dim, emb_dim)
         self.missing_embed = nn.Embedding(2, emb_dim)
+        self.anchor_embed = nn.Embedding(2, emb_dim)
         self.frame_embed = nn.Parameter(torch.zeros(cfg.frames_per_piece, emb_dim))
         # positional code of each piece -> pos_channels, broadcast over H x W and concatenated to its frames
         self.pos_mlp = mlp(cfg.pos_dim, emb_dim, cfg.pos_channels)
 
         # encoder
-        self.conv_in = nn.Conv2d(cfg.in_channels + cfg.pos_channels, ch[0], 3, padding=1)
+        p2 = cfg.patch_size ** 2
+        self.conv_in = nn.Conv2d(p2 * (cfg.in_channels + cfg.pos_channels), ch[0], 3, padding=1)
         self.down = nn.ModuleList([Level(ch[i], ch[i], cfg.layers_per_block, emb_dim, cfg, i in cfg.attn_levels)
                                    for i in range(self.levels)])
         self.downsample = nn.ModuleList([Downsample(ch[i], ch[i + 1]) for i in range(self.levels - 1)])
         # middle block: resnet, attention, resnet
-        self.mid = nn.ModuleList([ResBlock(ch[-1], ch[-1], emb_dim, cfg.norm_groups),
-                                  Attention2Plus1D(ch[-1], cfg.heads, cfg.head_dim, cfg.norm_groups),
-                                  ResBlock(ch[-1], ch[-1], emb_dim, cfg.norm_groups)])
+        self.mid_res1 = ResBlock(ch[-1], ch[-1], emb_dim, cfg.norm_groups)
+        self.mid_attn = Attention2Plus1D(ch[-1], cfg.heads, cfg.head_dim, cfg.norm_groups)
+        self.mid_res2 = ResBlock(ch[-1], ch[-1], emb_dim, cfg.norm_groups)
         # decoder: at level i, concat the encoder's level-i features (skip), then the level's blocks
         self.up = nn.ModuleList([Level(2 * ch[i], ch[i], cfg.layers_per_block, emb_dim, cfg, i in cfg.attn_levels)
                                  for i in range(self.levels)])
@@ -209,7 +216,7 @@ class UNet3D(nn.Module):
 
         # heads
         self.content_out = nn.Sequential(nn.GroupNorm(cfg.norm_groups, ch[0]), nn.SiLU(),
-                                         nn.Conv2d(ch[0], cfg.in_channels, 3, padding=1))
+                                         nn.Conv2d(ch[0], p2 * cfg.in_channels, 3, padding=1))
         self.pos_in = nn.Linear(ch[0] + ch[-1] + cfg.pos_dim, emb_dim)
         self.pos_cond = nn.Linear(emb_dim, emb_dim)
         self.pos_out = nn.Sequential(nn.SiLU(), nn.Linear(emb_dim, emb_dim), nn.SiLU(),
@@ -224,6 +231,7 @@ class UNet3D(nn.Module):
                 nn.init.xavier_uniform_(m.weight)
                 nn.init.zeros_(m.bias)
         nn.init.normal_(self.missing_embed.weight, std=0.02)
+        nn.init.normal_(self.anchor_embed.weight, std=0.02)
         nn.init.normal_(self.frame_embed, std=0.02)
         zero = [self.content_out[-1], self.pos_out[-1]]
         zero += [m.conv2 for m in self.modules() if isinstance(m, ResBlock)]
@@ -232,10 +240,10 @@ class UNet3D(nn.Module):
             nn.init.zeros_(layer.weight)
             nn.init.zeros_(layer.bias)
 
-    def forward(self, pos, content, t, missing):
+    def forward(self, pos, content, t, missing, anchor=None):
         cfg = self.config
         b, n, f, c, h, w = content.shape
-        factor = 2 ** (self.levels - 1)
+        factor = cfg.patch_size * 2 ** (self.levels - 1)
         if h % factor or w % factor:
             raise ValueError(f"frame height and width must be divisible by {factor} for a {self.levels}-level "
                              f"U-Net, got {h}x{w}")
@@ -245,14 +253,18 @@ class UNet3D(nn.Module):
         frames = n * f
 
         # ---- per-frame conditioning vector
+        if anchor is None:
+            anchor = torch.zeros_like(missing)
         emb = (self.time_mlp(timestep_embedding(t, cfg.channels[0]))[:, None]   # (B, 1, D)
-               + self.missing_embed(missing.long()))                            # (B, N, D) piece embedding
+               + self.missing_embed(missing.long())
+               + self.anchor_embed(anchor.long()))                              # (B, N, D) piece embedding
         frame_emb = (emb[:, :, None] + self.frame_embed).reshape(b * frames, -1)  # b n f d -> (b n f) d
 
         # ---- input: frames + positional-code map
         pos_map = self.pos_mlp(pos)[:, :, None, :, None, None].expand(b, n, f, cfg.pos_channels, h, w)
         x = torch.cat([content, pos_map.to(content.dtype)], dim=3)              # (B, N, F, C + Cp, H, W)
-        x = self.conv_in(x.reshape(b * frames, c + cfg.pos_channels, h, w))     # b n f c h w -> (b n f) c h w
+        x = x.reshape(b * frames, c + cfg.pos_channels, h, w)                   # b n f c h w -> (b n f) c h w
+        x = self.conv_in(F.pixel_unshuffle(x, cfg.patch_size))  # (b t) c (h p) (w p) -> (b t) (c p p) h w
 
         # ---- U-Net
         skips = []
@@ -261,17 +273,16 @@ class UNet3D(nn.Module):
             skips.append(x)
             if i < self.levels - 1:
                 x = self.downsample[i](x)
-        x = self.mid[0](x, frame_emb)
-        x = self.mid[1](x, frames)
-        x = self.mid[2](x, frame_emb)
-        mid = x                                                                 # ((B T), C_last, h', w')
+        mid = self.mid_res2(self.mid_attn(self.mid_res1(x, frame_emb), frames), frame_emb)  # ((B T), C_last, h', w')
+        x = mid
         for i in reversed(range(self.levels)):
             x = self.up[i](torch.cat([x, skips[i]], dim=1), frame_emb, frames)
             if i > 0:
                 x = self.upsample[i - 1](x)
 
         # ---- heads
-        content_out = self.content_out(x).reshape(b, n, f, c, h, w)             # (b n f) c h w -> b n f c h w
+        content_out = F.pixel_shuffle(self.content_out(x), cfg.patch_size)  # (b t) (c p p) h w -> (b t) c (h p) (w p)
+        content_out = content_out.reshape(b, n, f, c, h, w)                     # (b n f) c h w -> b n f c h w
 
         def per_piece(feat):                                                    # ((B N F), C, h, w) -> (B, N, C)
             return feat.mean(dim=(2, 3)).reshape(b, n, f, -1).mean(dim=2)

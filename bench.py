@@ -1,0 +1,318 @@
+"""
+Learning benchmark: train named recipes end to end on this machine, score them on fresh test puzzles, compare
+with non-learned baselines, and write BENCHMARKS.md.
+
+Every row records the exact command, the machine (CPU cores), wall minutes of training and the metrics on
+test puzzles whose seeds are disjoint from training (test streams use their own split id). Results accumulate
+in bench/results.json, so recipes can be run one at a time:
+
+    python bench.py --list
+    python bench.py image-3x3                 # train + score one recipe (minutes)
+    python bench.py baselines sampler throughput
+    python bench.py                           # only rewrite BENCHMARKS.md from bench/results.json
+    python bench.py --export runs/bench/image-3x3/ckpt.pt checkpoints/image-shapes-3x3.pt
+"""
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from puzzles import ImagePuzzles
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(ROOT, "bench", "results.json")
+TEST_PUZZLES = "200"
+
+# name -> (training script, training flags, evaluations: list of extra sample.py flags)
+IMAGE_3X3 = ["--grid", "3", "--patch-size", "16", "--batch-size", "64", "--lr", "2e-3"]
+SHORT = ["--max-steps", "1500"]      # comparison rows: ~7 minutes each on 2 cores
+RECIPES = {
+    # the shipped checkpoints' recipes
+    "image-3x3": ("train_image.py", IMAGE_3X3 + ["--schedule", "cosine", "--max-steps", "5000"], [[]]),
+    "video-5x4": ("train_video.py", ["--pieces", "5", "--frames-per-piece", "4", "--schedule", "cosine",
+                                     "--max-steps", "3000"], [[]]),
+    # shorter runs that show the effect of one option each
+    "image-2x2": ("train_image.py", ["--grid", "2", "--patch-size", "16", "--batch-size", "64", "--lr", "2e-3",
+                                     "--max-steps", "800"], [[]]),
+    "image-3x3-short": ("train_image.py", IMAGE_3X3 + SHORT, [[]]),
+    "image-3x3-short-eps": ("train_image.py", IMAGE_3X3 + SHORT + ["--prediction", "eps"], [[]]),
+    "image-3x3-short-anchor": ("train_image.py", IMAGE_3X3 + SHORT + ["--anchor"], [[]]),
+    "image-3x3-short-gap": ("train_image.py", IMAGE_3X3 + SHORT + ["--gap", "4"], [[]]),
+    "image-3x3-short-missing": ("train_image.py", IMAGE_3X3 + SHORT + ["--missing", "3"],
+                                [["--missing", str(k)] for k in range(4)]),
+    "video-10x2": ("train_video.py", ["--pieces", "10", "--frames-per-piece", "2", "--max-steps", "1500"], [[]]),
+    "video-5x4-missing": ("train_video.py", ["--pieces", "5", "--frames-per-piece", "4", "--missing", "2",
+                                             "--max-steps", "1500"], [["--missing", str(k)] for k in range(3)]),
+}
+
+
+def load_results():
+    if os.path.exists(RESULTS):
+        with open(RESULTS) as f:
+            return json.load(f)
+    return {}
+
+
+def save_result(key, row):
+    results = load_results()
+    row["machine"] = f"{os.cpu_count()} CPU cores"
+    row["date"] = time.strftime("%Y-%m-%d")
+    results[key] = row
+    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
+    with open(RESULTS, "w") as f:
+        json.dump(results, f, indent=1, sort_keys=True)
+
+
+def sh(cmd):
+    print("$", " ".join(cmd), flush=True)
+    subprocess.run([sys.executable] + cmd, cwd=ROOT, check=True)
+
+
+def shown(cmd):
+    """The command as a user would type it, with the thread setting it ran under."""
+    threads = os.environ.get("OMP_NUM_THREADS")
+    return (f"OMP_NUM_THREADS={threads} " if threads else "") + "python " + " ".join(cmd)
+
+
+def run_recipe(name, out_root):
+    script, flags, evals = RECIPES[name]
+    out = os.path.join(out_root, name)
+    cmd = [script] + flags + ["--out", out, "--eval-every", "0"]
+    t = time.time()
+    sh(cmd)
+    minutes = (time.time() - t) / 60
+    for extra in evals:
+        sout = os.path.join(out, "eval" + "".join(extra).replace("--", "-"))
+        scmd = ["sample.py", "--ckpt", os.path.join(out, "ckpt.pt"), "--num-puzzles", TEST_PUZZLES, "--seed", "1",
+                "--out", sout] + extra
+        sh(scmd)
+        with open(os.path.join(sout, "metrics.json")) as f:
+            m = json.load(f)
+        save_result(f"{name}{' '.join(extra)}", {"group": "recipes", "command": shown(cmd),
+                                                 "eval": shown(scmd), "train_minutes": minutes,
+                                                 "metrics": m})
+
+
+# ----------------------------------------------------------------------------
+# Non-learned baselines
+# ----------------------------------------------------------------------------
+
+def edge_costs(pieces):
+    """Dissimilarity of touching borders: lr[i, j] = piece j right of i; tb[i, j] = piece j below i."""
+    right, left = pieces[:, :, -1], pieces[:, :, 0]              # (N, P, C) columns
+    bottom, top = pieces[:, -1], pieces[:, 0]                    # (N, P, C) rows
+    lr = ((right[:, None] - left[None]) ** 2).sum((2, 3))
+    tb = ((bottom[:, None] - top[None]) ** 2).sum((2, 3))
+    return lr, tb
+
+
+def edge_solver(pieces, grid, perms=None):
+    """Classic solver: arrangement minimising the summed border dissimilarity. Exhaustive when `perms` (all
+    arrangements) is given, else greedy raster placement from the best starting piece. Returns positions."""
+    rows, cols = grid
+    n = rows * cols
+    lr, tb = edge_costs(pieces)
+    pairs = [(r * cols + c, r * cols + c + 1, lr) for r in range(rows) for c in range(cols - 1)]
+    pairs += [(r * cols + c, (r + 1) * cols + c, tb) for r in range(rows - 1) for c in range(cols)]
+    if perms is not None:                                          # perms[k, slot] = piece in slot
+        total = sum(cost[perms[:, a], perms[:, b]] for a, b, cost in pairs)
+        best = perms[int(np.argmin(total))]
+    else:
+        best, best_cost = None, np.inf
+        for start in range(n):
+            slots, used, cost = [start], {start}, 0.0
+            for s in range(1, n):
+                r, c = divmod(s, cols)
+                cand = [j for j in range(n) if j not in used]
+                score = [(lr[slots[s - 1], j] if c else 0) + (tb[slots[s - cols], j] if r else 0) for j in cand]
+                j = cand[int(np.argmin(score))]
+                slots.append(j)
+                used.add(j)
+                cost += min(score)
+            if cost < best_cost:
+                best, best_cost = slots, cost
+    positions = np.empty(n, dtype=np.int64)
+    positions[np.asarray(best)] = np.arange(n)
+    return positions
+
+
+def image_baselines(grid, gap, num):
+    from metrics import piece_accuracy, puzzle_accuracy
+    n = grid[0] * grid[1]
+    test = ImagePuzzles("shapes", "test", grid, 16, gap, seed=1)
+    perms = np.array(list(itertools.permutations(range(n))), dtype=np.int64) if n <= 9 else None
+    rng = np.random.default_rng(0)
+    pred_edge, pred_rand, true = [], [], []
+    for i in range(num):
+        it = test[i]
+        pieces = ((it["content"].numpy() + 1) / 2).transpose(0, 2, 3, 1)
+        pred_edge.append(edge_solver(pieces, grid, perms))
+        pred_rand.append(rng.permutation(n))
+        true.append(it["order"].numpy())
+    for name, pred in [("random order", pred_rand), ("edge dissimilarity" + (" (exhaustive)" if perms is not None
+                                                                              else " (greedy)"), pred_edge)]:
+        key = f"baseline image {grid[0]}x{grid[1]}{' gap ' + str(gap) if gap else ''}: {name}"
+        save_result(key, {"group": "baselines", "command": f"python bench.py baselines ({name})",
+                          "train_minutes": 0.0, "metrics": {"piece_acc": piece_accuracy(pred, true),
+                                                            "puzzle_acc": puzzle_accuracy(pred, true),
+                                                            "num_puzzles": num}})
+
+
+def video_baselines(pieces, fpp, num):
+    from metrics import kendall_distance
+    from puzzles import VideoPuzzles
+    test = VideoPuzzles("digits", "test", pieces, fpp, seed=1)
+    rng = np.random.default_rng(0)
+    kd_nn, kd_rand, ex_nn, ex_rand = [], [], [], []
+    for i in range(num):
+        it = test[i]
+        clip, order = it["content"].numpy(), it["order"].numpy()
+        chain, used = [0], {0}
+        while len(chain) < pieces:                                   # nearest first frame to the last frame
+            last = clip[chain[-1], -1]
+            cand = [j for j in range(pieces) if j not in used]
+            j = cand[int(np.argmin([((clip[j, 0] - last) ** 2).sum() for j in cand]))]
+            chain.append(j)
+            used.add(j)
+        pred = np.empty(pieces, dtype=np.int64)
+        pred[chain] = np.arange(pieces)
+        rand = np.concatenate([[0], 1 + rng.permutation(pieces - 1)])
+        for p, kd, ex in [(pred, kd_nn, ex_nn), (rand, kd_rand, ex_rand)]:
+            kd.append(kendall_distance(p, order))
+            ex.append(float((p == order).all()))
+    for name, kd, ex in [("random order", kd_rand, ex_rand), ("nearest-neighbour chaining", kd_nn, ex_nn)]:
+        save_result(f"baseline video {pieces}x{fpp}: {name}",
+                    {"group": "baselines", "command": f"python bench.py baselines ({name})", "train_minutes": 0.0,
+                     "metrics": {"kendall": float(np.mean(kd)), "exact": float(np.mean(ex)), "num_puzzles": num}})
+
+
+# ----------------------------------------------------------------------------
+# Sampler comparison and throughput
+# ----------------------------------------------------------------------------
+
+def sampler_sweep(ckpt, out_root):
+    for sampler, steps in [("ddim", 10), ("ddim", 25), ("ddim", 50), ("ddim", 100), ("ddpm", 1000)]:
+        out = os.path.join(out_root, f"sampler-{sampler}{steps}")
+        cmd = ["sample.py", "--ckpt", ckpt, "--num-puzzles", TEST_PUZZLES, "--seed", "1", "--sampler", sampler,
+               "--steps", str(steps), "--out", out]
+        sh(cmd)
+        with open(os.path.join(out, "metrics.json")) as f:
+            m = json.load(f)
+        save_result(f"sampler {sampler}-{steps}", {"group": "sampler", "command": shown(cmd),
+                                                   "train_minutes": 0.0, "metrics": m})
+
+
+def throughput():
+    import torch
+    from dataclasses import replace
+
+    from diffusion import GaussianDiffusion
+    from dit import CONFIGS, DiT
+    from jpdvt import puzzle_loss, solve
+    from posenc import grid_table
+    from train_image import collate
+    for name, piece, patch, batch in [("tiny", 16, 16, 64), ("base", 64, 16, 8)]:
+        model = DiT(replace(CONFIGS[name], piece_size=piece, patch_size=patch))
+        diffusion = GaussianDiffusion(1000, "x0")
+        data = ImagePuzzles("shapes", "train", (3, 3), piece)
+        b = collate([data[i] for i in range(batch)])
+        b = {k: v for k, v in b.items() if k != "image"}
+        table, opt = grid_table(3, 3), torch.optim.AdamW(model.parameters())
+        times = []
+        for i in range(6):
+            t = time.time()
+            loss = puzzle_loss(model, diffusion, b, table, False, None)["loss"]
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            times.append(time.time() - t)
+        t = time.time()
+        solve(model.eval(), diffusion, b, table, False, steps=50)
+        solve_s = time.time() - t
+        save_result(f"throughput {name}", {"group": "throughput", "command": "python bench.py throughput",
+                                           "train_minutes": 0.0, "metrics": {
+                                               "steps_per_s": 1 / float(np.median(times[1:])), "batch": batch,
+                                               "piece_px": piece, "params_M": sum(p.numel() for p in
+                                                                                  model.parameters()) / 1e6,
+                                               "puzzles_per_s_ddim50": batch / solve_s}})
+
+
+# ----------------------------------------------------------------------------
+# BENCHMARKS.md
+# ----------------------------------------------------------------------------
+
+def fmt(m):
+    keys = ["piece_acc", "puzzle_acc", "kendall", "exact", "sec_per_puzzle", "steps_per_s", "puzzles_per_s_ddim50"]
+    return ", ".join(f"{k} {m[k]:.4g}" for k in keys if k in m)
+
+
+def render():
+    results = load_results()
+    lines = ["# Benchmarks", "", "Written by `python bench.py` from `bench/results.json`. Test puzzles: fresh "
+             "seeds (test split, `--seed 1`), disjoint from the training stream. Wall minutes include the "
+             "end-of-training accuracy check. Machines are noisy: one run each.", ""]
+    titles = {"recipes": "Recipes (train + score)", "baselines": "Non-learned baselines (same test puzzles)",
+              "sampler": "Sampler: DDIM steps against DDPM-1000 (image-3x3 checkpoint)",
+              "throughput": "Throughput on CPU (DiT, 3x3 puzzles)"}
+    for group, title in titles.items():
+        rows = {k: v for k, v in results.items() if v["group"] == group}
+        if not rows:
+            continue
+        lines += [f"## {title}", "", "| row | metrics | train min | machine | command |", "| --- | --- | --- | --- | --- |"]
+        for k, v in rows.items():
+            cmd = f"`{v['command']}`" + (f"<br>`{v['eval']}`" if v.get("eval") else "")
+            lines.append(f"| {k} | {fmt(v['metrics'])} (n={v['metrics'].get('num_puzzles', '-')}) | "
+                         f"{v['train_minutes']:.1f} | {v['machine']} | {cmd} |")
+        lines.append("")
+    notes = os.path.join(ROOT, "bench", "notes.md")
+    if os.path.exists(notes):
+        lines += [open(notes).read()]
+    with open(os.path.join(ROOT, "BENCHMARKS.md"), "w") as f:
+        f.write("\n".join(lines))
+
+
+def export(src, dst):
+    """A shippable checkpoint: config and EMA weights only (model and optimizer left empty)."""
+    import torch
+
+    from jpdvt import save_checkpoint
+    ck = torch.load(src, map_location="cpu", weights_only=True)
+    save_checkpoint(dst, {"config": ck["config"], "model": {}, "ema": ck["ema"], "opt": {}, "step": ck["step"]})
+    print(f"wrote {dst} ({os.path.getsize(dst) / 2 ** 20:.1f} MiB, step {ck['step']})")
+
+
+def main(args):
+    if args.export:
+        return export(*args.export)
+    if args.list:
+        print("\n".join(list(RECIPES) + ["baselines", "sampler", "throughput"]))
+        return
+    for name in args.names:
+        if name in RECIPES:
+            run_recipe(name, args.out)
+        elif name == "baselines":
+            for grid, gap in [((2, 2), 0), ((3, 3), 0), ((3, 3), 4)]:
+                image_baselines(grid, gap, int(TEST_PUZZLES))
+            for p, f in [(5, 4), (10, 2)]:
+                video_baselines(p, f, int(TEST_PUZZLES))
+        elif name == "sampler":
+            sampler_sweep(os.path.join(args.out, "image-3x3", "ckpt.pt"), args.out)
+        elif name == "throughput":
+            throughput()
+        else:
+            sys.exit(f"error: unknown benchmark {name!r}; see python bench.py --list")
+    render()
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("names", nargs="*", help="recipes or groups to run (see --list)")
+    p.add_argument("--list", action="store_true", help="list the benchmark names")
+    p.add_argument("--export", nargs=2, metavar=("SRC", "DST"), help="write SRC's EMA weights as a shippable DST")
+    p.add_argument("--out", default="runs/bench", help="folder for the runs' checkpoints and samples")
+    main(p.parse_args())

@@ -1,0 +1,204 @@
+"""
+Train the JPDVT video model: a pseudo-3D U-Net that denoises the 1D positional codes of shuffled video pieces
+(and the frames of missing ones), conditioned on the pieces' frames.
+
+Paper: "Solving temporal jigsaw puzzles" (Sec. 3.2), "Temporal Jigsaw Puzzles Experiments" and the supplement
+"Video Experiments": the first piece is the anchor, up to 25% of the pieces are missing (0..K at random while
+training), loss weights 0.8 missing frames / 0.2 positional codes, batch 32, lr 1e-4, linear schedule, T = 1000,
+250k steps; MovingMNIST is diffused in pixels, larger videos in the latent space of the Stable Diffusion
+autoencoder (256x256x3 frames -> 32x32x4 latents, `--vae`).
+
+    python train_video.py                            # tiny U-Net, built-in digits, 5 pieces x 4 frames, 32 px
+    python train_video.py --dataset movingmnist --data-dir data/mnist_test_seq.npy --pieces 10 \
+        --frames-per-piece 2 --missing 2 --model paper --prediction eps --lr 1e-4 --batch-size 32 --device cuda
+    python train_video.py --dataset videos --data-dir /data/ucf101 --frame-stride 2 --size 256 --pieces 8 \
+        --frames-per-piece 4 --vae /models/sd-vae --model paper --device cuda   # latent diffusion
+    torchrun --standalone --nproc_per_node=8 train_video.py --dataset videos --data-dir ... --model paper
+
+Writes OUT/ckpt.pt ({config, model, ema, opt, step}) and OUT/log.txt; --resume OUT/ckpt.pt continues exactly.
+Solve test puzzles, order your own clip or raise a video's frame rate with sample.py --ckpt OUT/ckpt.pt.
+"""
+import argparse
+import os
+from dataclasses import asdict, replace
+
+import numpy as np
+import torch
+
+from diffusion import PREDICTIONS, GaussianDiffusion
+from jpdvt import add_train_flags, resume_args, run_cli, solve, train
+from metrics import kendall_distance, puzzle_accuracy
+from posenc import sequence_table
+from puzzles import VIDEO_DATASETS, UserError, VideoPuzzles
+from train_image import collate
+from unet3d import CONFIGS, UNet3D, UNetConfig
+
+# frame side when --size is left out
+DATASET_SIZES = {"digits": 32, "movingmnist": 64, "videos": 64}
+# the Stable Diffusion autoencoder: 8x smaller frames with 4 channels, latents scaled to about unit variance
+VAE_FACTOR, LATENT_CHANNELS, LATENT_SCALE = 8, 4, 0.18215
+
+
+# ----------------------------------------------------------------------------
+# Settings and model
+# ----------------------------------------------------------------------------
+
+def check_settings(args):
+    """Validate puzzle flags; returns the frame size. Raises UserError with a one-line fix."""
+    if args.pieces < 2:
+        raise UserError(f"--pieces must be at least 2 (the anchor and a piece to place), got {args.pieces}")
+    if args.frames_per_piece < 1:
+        raise UserError(f"--frames-per-piece must be at least 1, got {args.frames_per_piece}")
+    if not 0 <= args.missing < args.pieces - 1:
+        raise UserError(f"--missing must be between 0 and {args.pieces - 2} for {args.pieces} pieces (the anchor "
+                        f"and one more piece stay given), got {args.missing}")
+    if args.frame_stride < 1:
+        raise UserError(f"--frame-stride must be at least 1, got {args.frame_stride}")
+    size = args.size if args.size is not None else DATASET_SIZES[args.dataset]
+    cfg = CONFIGS[args.model]
+    factor = cfg.patch_size * 2 ** (len(cfg.channels) - 1) * (VAE_FACTOR if args.vae else 1)
+    if size < 8 or size % factor:
+        raise UserError(f"--size must be at least 8 and a multiple of {factor} for --model {args.model}"
+                        f"{' with --vae' if args.vae else ''}, got {size}")
+    return size
+
+
+def build_model(config):
+    """Rebuild the U-Net and diffusion from a checkpoint's config dict."""
+    model = UNet3D(UNetConfig(**config["model"]))
+    return model, GaussianDiffusion(1000, prediction=config["prediction"])
+
+
+class VaeCodec:
+    """
+    Frames <-> latents with a Stable-Diffusion-style autoencoder (diffusers AutoencoderKL) from a local folder
+    (config.json + weights). Used to diffuse in latent space: batches are encoded on the device before the loss,
+    generated latents are decoded only for pictures.
+    """
+
+    def __init__(self, folder):
+        if not os.path.isdir(folder):
+            raise UserError(f"--vae {folder} is not a folder; pass a local diffusers AutoencoderKL folder "
+                            "(config.json and weights)")
+        try:
+            from diffusers import AutoencoderKL
+        except ImportError:
+            raise UserError("--vae needs the optional diffusers package: pip install diffusers") from None
+        try:
+            self.vae = AutoencoderKL.from_pretrained(folder).eval().requires_grad_(False)
+        except (OSError, ValueError):
+            raise UserError(f"--vae {folder} could not be loaded as a diffusers AutoencoderKL; pass a folder with "
+                            "config.json and diffusion_pytorch_model.safetensors") from None
+
+    @torch.no_grad()
+    def _frames(self, x, fn):
+        """Apply fn to every frame of x (..., C, H, W), 64 frames at a time."""
+        self.vae.to(x.device)
+        flat = x.reshape(-1, *x.shape[-3:])                    # b n f c h w -> (b n f) c h w
+        out = torch.cat([fn(chunk) for chunk in flat.split(64)])
+        return out.reshape(*x.shape[:-3], *out.shape[1:])      # (b n f) c h w -> b n f c h w
+
+    def encode(self, frames):
+        """(..., 3, H, W) in [-1, 1] -> scaled latents (..., 4, H/8, W/8)."""
+        return self._frames(frames, lambda x: self.vae.encode(x).latent_dist.mean * LATENT_SCALE)
+
+    def decode(self, latents):
+        """Scaled latents (..., 4, h, w) -> frames (..., 3, 8h, 8w) in [-1, 1]."""
+        return self._frames(latents, lambda z: self.vae.decode(z / LATENT_SCALE).sample.clamp(-1, 1))
+
+    def encode_batch(self, batch):
+        """The puzzle batch with its frames replaced by latents."""
+        return {**batch, "content": self.encode(batch["content"])}
+
+
+# ----------------------------------------------------------------------------
+# Evaluation
+# ----------------------------------------------------------------------------
+
+def video_scores(positions, order):
+    """
+    Mean normalized Kendall distance between predicted and true positions (B, N), and the fraction of puzzles
+    fully ordered. Every piece counts: a missing one sits where the model put its generated frames.
+    """
+    return {"kendall": float(np.mean(kendall_distance(positions, order))), "exact": puzzle_accuracy(positions, order)}
+
+
+def evaluate_batch(model, diffusion, batch, config, steps, sampler="ddim", method="hungarian", generator=None,
+                   progress=False):
+    """Solve a batch (latents with --vae) and score it. Returns (positions, content, {kendall, exact})."""
+    table = sequence_table(config["pieces"]).to(batch["content"].device)
+    pos, content = solve(model, diffusion, batch, table, config["anchor"], steps, sampler, method, generator,
+                         progress)
+    return pos, content, video_scores(pos, batch["order"].cpu().numpy())
+
+
+# ----------------------------------------------------------------------------
+# Training
+# ----------------------------------------------------------------------------
+
+def main(args):
+    ckpt = resume_args(args, "video", get_parser())
+    size = check_settings(args)
+    channels = 3 if args.vae or args.dataset == "videos" else 1          # pixel channels of the frames
+    codec = VaeCodec(args.vae) if args.vae else None
+    mcfg = replace(CONFIGS[args.model], in_channels=LATENT_CHANNELS if codec else channels,
+                   frames_per_piece=args.frames_per_piece)
+    config = {"kind": "video", "model": asdict(mcfg), "model_name": args.model, "dataset": args.dataset,
+              "pieces": args.pieces, "frames_per_piece": args.frames_per_piece, "missing": args.missing,
+              "frame_stride": args.frame_stride, "size": size, "channels": channels, "vae": args.vae,
+              "anchor": True, "prediction": args.prediction, "args": vars(args)}
+    torch.manual_seed(args.seed)                 # initial weights: the same on every rank and every rerun
+    model, diffusion = build_model(config)
+    data = dict(pieces=args.pieces, frames_per_piece=args.frames_per_piece, size=size, channels=channels,
+                missing=args.missing, frame_stride=args.frame_stride, seed=args.seed, data_dir=args.data_dir)
+    train_set = VideoPuzzles(args.dataset, "train", **data)
+    test_set = VideoPuzzles(args.dataset, "test", **data)
+    eval_batch = collate([test_set[i] for i in range(min(args.eval_puzzles, len(test_set)))])
+    prepare = codec.encode_batch if codec else None
+
+    def evaluate(ema, device):
+        batch = {k: v.to(device) for k, v in eval_batch.items()}
+        batch = prepare(batch) if prepare else batch
+        return evaluate_batch(ema, diffusion, batch, config, args.eval_steps,
+                              generator=torch.Generator(device).manual_seed(0))[2]
+
+    weights = {"pos": args.weight_pos, "content": args.weight_content}
+    metrics = train(args, config, model, diffusion, train_set, sequence_table(args.pieces), weights, evaluate,
+                    ckpt, prepare)
+    if train_set.skipped:
+        print(f"skipped {len(train_set.skipped)} unreadable or too-short videos")
+    if metrics:
+        print(f"held-out ({len(eval_batch['order'])} puzzles, DDIM-{args.eval_steps}): mean Kendall distance "
+              f"{metrics['kendall']:.3f}, exactly ordered {metrics['exact']:.3f}")
+
+
+def get_parser():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dataset", default="digits", choices=VIDEO_DATASETS, help="where videos come from")
+    p.add_argument("--data-dir", default=None,
+                   help="movingmnist: mnist_test_seq.npy or its folder; videos: a folder of video files or frame "
+                        "folders (train/ and val/ or test/ subfolders are used if present)")
+    p.add_argument("--pieces", type=int, default=5, help="pieces per puzzle; the first stays first (the anchor)")
+    p.add_argument("--frames-per-piece", type=int, default=4, help="consecutive frames in each piece")
+    p.add_argument("--missing", type=int, default=0,
+                   help="up to K missing pieces while training (0..K at random), exactly K when evaluating "
+                        "(paper: at most 25%% of the pieces)")
+    p.add_argument("--frame-stride", type=int, default=1,
+                   help="keep every N-th frame (paper: MovingMNIST 1, CLEVRER 4, UCF101 2, QST 2)")
+    p.add_argument("--size", type=int, default=None,
+                   help="frame side in pixels (default: digits 32, movingmnist 64, videos 64; paper with --vae: 256)")
+    p.add_argument("--model", default="tiny", choices=CONFIGS, help="U-Net size (paper = the paper's)")
+    p.add_argument("--prediction", default="x0", choices=PREDICTIONS,
+                   help="network target: x0 (learns faster, see BENCHMARKS.md) or eps (paper)")
+    p.add_argument("--weight-content", type=float, default=0.8, help="loss weight of missing frames (paper 0.8)")
+    p.add_argument("--weight-pos", type=float, default=0.2, help="loss weight of the positional codes (paper 0.2)")
+    p.add_argument("--vae", default=None,
+                   help="diffuse in the latent space of the Stable-Diffusion-style autoencoder in this local folder "
+                        "(diffusers AutoencoderKL; needs pip install diffusers)")
+    add_train_flags(p, lr=1e-3)
+    p.set_defaults(batch_size=16, max_steps=300, ckpt_every=100, eval_every=100, eval_puzzles=32)
+    return p
+
+
+if __name__ == "__main__":
+    run_cli(main, get_parser().parse_args())
