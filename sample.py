@@ -47,6 +47,12 @@ def to_uint8(img):
     return (np.clip(img, 0, 1) * 255).round().astype(np.uint8)
 
 
+def save_png(path, img, min_width=480):
+    """Save a [0, 1] picture, enlarged by a whole factor (nearest) so small pieces stay visible."""
+    k = max(1, min_width // img.shape[1])
+    Image.fromarray(to_uint8(img)).resize((img.shape[1] * k, img.shape[0] * k), Image.NEAREST).save(path)
+
+
 def load_model(args, ckpt, build):
     """The checkpoint's EMA model on the chosen device, its diffusion, the device and a seeded generator."""
     model, diffusion = build(ckpt["config"])
@@ -136,7 +142,7 @@ def sample_image(args, ckpt):
         json.dump(metrics, f, indent=2)
     sep = np.ones((6, picture[0].shape[1], 3), dtype=np.float32)
     grid_png = os.path.join(args.out, "examples.png")
-    Image.fromarray(to_uint8(np.concatenate(sum(([r, sep] for r in picture), [])[:-1]))).save(grid_png)
+    save_png(grid_png, np.concatenate(sum(([r, sep] for r in picture), [])[:-1]))
     print(f"{num} puzzles ({args.sampler}-{args.steps}, {args.assign}): piece accuracy {metrics['piece_acc']:.4f}, "
           f"puzzle accuracy {metrics['puzzle_acc']:.4f}, {metrics['sec_per_puzzle']:.3f} s/puzzle")
     print(f"wrote {os.path.join(args.out, 'metrics.json')} and {grid_png} "
@@ -172,7 +178,7 @@ def solve_photo(args, model, diffusion, config, grid, piece, gap, device, gen):
               assemble(pieces, np.arange(n), grid, border=2, fill=1.0)]
     sep = np.ones((panels[0].shape[0], 6, 3), dtype=np.float32)
     out = os.path.join(args.out, os.path.splitext(os.path.basename(args.image))[0] + "_solved.png")
-    Image.fromarray(to_uint8(np.concatenate([panels[0], sep, panels[1], sep, panels[2]], axis=1))).save(out)
+    save_png(out, np.concatenate([panels[0], sep, panels[1], sep, panels[2]], axis=1))
     solved = acc["puzzle_acc"] == 1.0
     print(f"{'solved' if solved else 'not solved'}: {int(round(acc['piece_acc'] * n))}/{n} pieces in place; "
           f"wrote {out} (input | solution | original)")

@@ -58,7 +58,7 @@ CONFIGS = {
     # 16 puzzles x 5 pieces x 4 frames of 32x32x1 (320 frames), torch 2.13, 2 CPU cores shared with another
     # busy process: 0.70-0.77 s with 2 threads, 1.1-1.3 s with 1 thread (without the stem: 5-8 s).
     "tiny": UNetConfig(channels=(16, 32, 64), layers_per_block=1, attn_levels=(1, 2), heads=2, head_dim=16,
-                       in_channels=1, frames_per_piece=4, pos_channels=4, patch_size=2, norm_groups=8),
+                       in_channels=1, frames_per_piece=4, pos_channels=4, patch_size=4, norm_groups=8),
 }
 
 

@@ -133,7 +133,8 @@ def test_sample_end_to_end(image_ckpt, tmp_path):
     assert m["num_puzzles"] == 6 and 0 <= m["piece_acc"] <= 1 and 0 <= m["puzzle_acc"] <= 1
     assert m["missing"] == 1 and m["steps"] == 5 and m["sampler"] == "ddim"
     png = Image.open(tmp_path / "examples.png")
-    assert png.size == (4 * 18 + 3 * 6, 4 * 18 + 3 * 6)     # 4 panels of 2x2 8 px pieces; rows = first batch
+    side = 4 * 18 + 3 * 6                 # 4 panels of 2x2 8 px pieces; rows = first batch of 4 puzzles
+    assert png.size == (side * (480 // side), side * (480 // side))       # enlarged to stay visible
     py("sample.py", "--ckpt", image_ckpt, "--num-puzzles", "2", "--steps", "3", "--sampler", "ddpm",
        "--assign", "greedy", "--missing", "0", "--out", tmp_path / "b")
     assert json.loads((tmp_path / "b" / "metrics.json").read_text())["assign"] == "greedy"
