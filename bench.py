@@ -34,8 +34,8 @@ SHORT = ["--max-steps", "1500"]      # comparison rows: ~7 minutes each on 2 cor
 RECIPES = {
     # the shipped checkpoints' recipes
     "image-3x3": ("train_image.py", IMAGE_3X3 + ["--schedule", "cosine", "--max-steps", "5000"], [[]]),
-    "video-5x4": ("train_video.py", ["--pieces", "5", "--frames-per-piece", "4", "--schedule", "cosine",
-                                     "--max-steps", "3000"], [[]]),
+    "video-5x4": ("train_video.py", ["--pieces", "5", "--frames-per-piece", "4", "--lr", "1e-3",
+                                     "--schedule", "cosine", "--max-steps", "3200"], [[]]),
     # shorter runs that show the effect of one option each
     "image-2x2": ("train_image.py", ["--grid", "2", "--patch-size", "16", "--batch-size", "64", "--lr", "2e-3",
                                      "--max-steps", "800"], [[]]),
@@ -166,7 +166,7 @@ def image_baselines(grid, gap, num):
 def video_baselines(pieces, fpp, num):
     from metrics import kendall_distance
     from puzzles import VideoPuzzles
-    test = VideoPuzzles("digits", "test", pieces, fpp, seed=1)
+    test = VideoPuzzles("digits", "test", pieces, fpp, 32, seed=1)
     rng = np.random.default_rng(0)
     kd_nn, kd_rand, ex_nn, ex_rand = [], [], [], []
     for i in range(num):
@@ -263,7 +263,8 @@ def render():
         rows = {k: v for k, v in results.items() if v["group"] == group}
         if not rows:
             continue
-        lines += [f"## {title}", "", "| row | metrics | train min | machine | command |", "| --- | --- | --- | --- | --- |"]
+        lines += [f"## {title}", "", "| row | metrics | train min | machine | command |",
+                  "| --- | --- | --- | --- | --- |"]
         for k, v in rows.items():
             cmd = f"`{v['command']}`" + (f"<br>`{v['eval']}`" if v.get("eval") else "")
             lines.append(f"| {k} | {fmt(v['metrics'])} (n={v['metrics'].get('num_puzzles', '-')}) | "

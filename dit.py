@@ -32,7 +32,7 @@ class DiTConfig:
 
 
 CONFIGS = {
-    "tiny": DiTConfig(hidden=128, depth=4, heads=4, mlp_dim=512),        # CPU minutes
+    "tiny": DiTConfig(patch_size=16, hidden=128, depth=4, heads=4, mlp_dim=512),   # CPU minutes: a token per piece
     "small": DiTConfig(hidden=384, depth=8, heads=6, mlp_dim=1536),
     "base": DiTConfig(piece_size=64, patch_size=16, hidden=768, depth=12, heads=12, mlp_dim=3072),  # paper table
 }
@@ -127,7 +127,7 @@ class DiT(nn.Module):
         p, d = cfg.patch_size, cfg.hidden
         self.tokens_per_side = cfg.piece_size // p
         self.patch_embed = nn.Linear(cfg.in_channels * p * p, d)
-        self.token_pos = nn.Parameter(torch.zeros(1, 1, self.tokens_per_side ** 2, d))   # where a token sits in its piece
+        self.token_pos = nn.Parameter(torch.zeros(1, 1, self.tokens_per_side ** 2, d))  # token's place in its piece
         self.pos_embed = nn.Sequential(nn.Linear(cfg.pos_dim, d), nn.SiLU(), nn.Linear(d, d))  # noisy code -> token
         self.flag_embed = nn.Embedding(4, d)                      # given/missing content x free/anchored position
         self.t_embed = TimestepEmbedder(d)

@@ -300,7 +300,8 @@ def order_clip(args, model, diffusion, config, stride, missing, encode, decode, 
     batch = {k: v[None].to(device) for k, v in video_item(puzzle).items()}   # a batch of one
     pos, generated, scores = evaluate_video_batch(model, diffusion, encode(batch), config, args.steps, args.sampler,
                                                   args.assign, gen)
-    gif = write_rows(os.path.join(args.out, f"{stem(args.video)}_solved.gif"), [video_row(batch, pos, decode(generated), 0)],
+    gif = write_rows(os.path.join(args.out, f"{stem(args.video)}_solved.gif"),
+                     [video_row(batch, pos, decode(generated), 0)],
                      ["shuffled", "solved", "original"])
     print(f"predicted positions of the shuffled pieces {pos[0].tolist()} (true {puzzle['order'].tolist()}): "
           f"Kendall distance {scores['kendall']:.3f}, {'in order' if scores['exact'] == 1 else 'not in order'}; "

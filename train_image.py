@@ -15,7 +15,6 @@ Writes OUT/ckpt.pt ({config, model, ema, opt, step}) and OUT/log.txt; --resume O
 import argparse
 from dataclasses import asdict, replace
 
-import numpy as np
 import torch
 
 from diffusion import PREDICTIONS, GaussianDiffusion
@@ -48,7 +47,7 @@ def check_settings(args):
 
 def model_config(name, piece, patch):
     cfg = replace(CONFIGS[name], piece_size=piece)
-    patch = patch or min(cfg.patch_size, piece)
+    patch = patch or max(d for d in range(1, min(cfg.patch_size, piece) + 1) if piece % d == 0)
     if piece % patch:
         raise UserError(f"--patch-size {patch} must divide --piece-size {piece}")
     return replace(cfg, patch_size=patch)
@@ -118,15 +117,16 @@ def get_parser():
                    help="up to K missing pieces while training (0..K at random), exactly K when evaluating")
     p.add_argument("--model", default="tiny", choices=CONFIGS, help="DiT size (base = the paper's)")
     p.add_argument("--patch-size", type=positive, default=None,
-                   help="ViT patch side in pixels, must divide the piece size (default: the model's, "
-                        "at most the piece)")
+                   help="ViT patch side in pixels, must divide the piece size (default: the largest divisor of "
+                        "the piece size up to the model's patch size)")
     p.add_argument("--prediction", default="x0", choices=PREDICTIONS,
                    help="network target: x0 (learns faster, see BENCHMARKS.md) or eps (paper)")
     p.add_argument("--anchor", action=argparse.BooleanOptionalAction, default=False,
                    help="give the model the true position of the first shuffled piece (paper's anchoring)")
     p.add_argument("--weight-pos", type=float, default=1.0, help="loss weight of the positional codes")
     p.add_argument("--weight-content", type=float, default=1.0, help="loss weight of missing pieces' pixels")
-    add_train_flags(p, lr=1e-3)
+    add_train_flags(p, lr=2e-3)
+    p.set_defaults(batch_size=64)
     return p
 
 

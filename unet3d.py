@@ -10,12 +10,13 @@ so that the model is equivariant to a permutation of the (shuffled) pieces: the 
 their noisy 16-d positional codes, which an MLP turns into extra input channels concatenated to the frames.
 
 A puzzle of N pieces of F frames is processed as one video of T = N*F frames. Besides the frames, every frame
-gets a conditioning vector = timestep embedding + "missing piece" embedding + "anchored piece" embedding (its
-positional code is given clean, not noisy) + frame-in-piece embedding (index
-0..F-1 inside its piece; this says which end of a piece is earlier, and is the same for every piece, so it does
-not break the piece equivariance). It scales/shifts the features of every resnet block.
-Two heads: frames -> a conv back to C channels per frame; positional codes -> features pooled per piece (mean
-over its frames and space, at the bottleneck and at the output) + the input code -> MLP -> pos_dim.
+gets a conditioning vector = timestep embedding + positional-code embedding + "missing piece" embedding +
+"anchored piece" embedding (its code is given clean) + frame-in-piece embedding (index 0..F-1 inside its piece,
+the same for every piece, so the piece equivariance holds). It scales/shifts the features of every resnet block.
+Two heads: frames -> a conv back to C channels per frame; positional codes -> one token per piece (the feature
+layout and pooled pixels of its first and last frames, its noisy code) -> a small transformer over the set of
+pieces -> pos_dim. Reading the pieces' ends directly is a deviation from the paper's description, made because a
+head on mean-pooled features stayed at chance in short CPU runs (see BENCHMARKS.md).
 Both heads are zero-initialised, so an untrained model outputs zeros. For CPU-sized pixel models, `patch_size`
 > 1 adds a lossless space-to-depth stem (pixel_unshuffle in, pixel_shuffle out), so the U-Net starts at H/p x W/p
 like the paper's latent models (the paper config works on 32x32x4 latents with patch_size 1).
@@ -31,6 +32,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from dit import DiTBlock
 
 
 # ----------------------------------------------------------------------------- config
@@ -48,15 +51,19 @@ class UNetConfig:
     pos_channels: int = 4                  # channels of the positional-code map concatenated to every frame
     patch_size: int = 1                    # >1: space-to-depth stem (p x p pixels -> p*p channels) and back
     norm_groups: int = 32                  # GroupNorm groups (must divide every width)
+    head_hidden: int = 128                 # width of the transformer over pieces that reads out positional codes
+    head_depth: int = 3
+    head_heads: int = 4
 
+
+PIECE_MAP_CHANNELS = 8                     # channels of the per-frame 8x8 layout the positional head reads
 
 CONFIGS = {
     # Paper table: 64/128/256/512 wide, feature maps 32/16/8/4 on 32x32x4 latents, 3 P-3D layers, 8 x 64 heads.
     "paper": UNetConfig(),
-    # CPU-sized model for 32x32 grayscale digits: a 2x2 space-to-depth stem, then levels at 16/8/4 px with
-    # attention at 8x8 and 4x4 (and the middle block); 0.59 M parameters. Measured forward+backward, batch of
-    # 16 puzzles x 5 pieces x 4 frames of 32x32x1 (320 frames), torch 2.13, 2 CPU cores shared with another
-    # busy process: 0.70-0.77 s with 2 threads, 1.1-1.3 s with 1 thread (without the stem: 5-8 s).
+    # CPU-sized model for 32x32 grayscale digits: a 4x4 space-to-depth stem, then levels at 8/4/2 px with
+    # attention at 4x4 and 2x2 (and the middle block). Forward+backward of a batch of 16 puzzles x 5 pieces x
+    # 4 frames (320 frames), torch 2.13, 1 thread: 0.44 s (2x2 stem: 1.14 s); about 2.3 training steps/s.
     "tiny": UNetConfig(channels=(16, 32, 64), layers_per_block=1, attn_levels=(1, 2), heads=2, head_dim=16,
                        in_channels=1, frames_per_piece=4, pos_channels=4, patch_size=4, norm_groups=8),
 }
@@ -198,6 +205,8 @@ class UNet3D(nn.Module):
         self.frame_embed = nn.Parameter(torch.zeros(cfg.frames_per_piece, emb_dim))
         # positional code of each piece -> pos_channels, broadcast over H x W and concatenated to its frames
         self.pos_mlp = mlp(cfg.pos_dim, emb_dim, cfg.pos_channels)
+        # ... and into every resnet block's conditioning, so attention can read a piece's code from its features
+        self.pos_embed = mlp(cfg.pos_dim, emb_dim, emb_dim)
 
         # encoder
         p2 = cfg.patch_size ** 2
@@ -217,10 +226,17 @@ class UNet3D(nn.Module):
         # heads
         self.content_out = nn.Sequential(nn.GroupNorm(cfg.norm_groups, ch[0]), nn.SiLU(),
                                          nn.Conv2d(ch[0], p2 * cfg.in_channels, 3, padding=1))
-        self.pos_in = nn.Linear(ch[0] + ch[-1] + cfg.pos_dim, emb_dim)
-        self.pos_cond = nn.Linear(emb_dim, emb_dim)
-        self.pos_out = nn.Sequential(nn.SiLU(), nn.Linear(emb_dim, emb_dim), nn.SiLU(),
-                                     nn.Linear(emb_dim, cfg.pos_dim))
+        # positional head: one token per piece made of the 8x8 feature layout and the 16x16 pooled pixels of its
+        # first and last frames (what is where at a piece's two ends is what orders pieces), its noisy code and
+        # its conditioning; the tokens then go through a small transformer over the set of pieces (adaLN on the
+        # timestep, no position embedding), made of the image model's DiT blocks
+        d = cfg.head_hidden
+        self.pos_reduce = nn.Conv2d(ch[0], PIECE_MAP_CHANNELS, 1)
+        self.pos_in = nn.Linear(2 * (PIECE_MAP_CHANNELS * 64 + cfg.in_channels * 256) + cfg.pos_dim, d)
+        self.pos_cond = nn.Linear(emb_dim, d)
+        self.head_time = nn.Linear(emb_dim, d)
+        self.piece_blocks = nn.ModuleList([DiTBlock(d, cfg.head_heads, 2 * d) for _ in range(cfg.head_depth)])
+        self.pos_out = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, cfg.pos_dim))
         self.initialize_weights()
 
     def initialize_weights(self):
@@ -236,6 +252,9 @@ class UNet3D(nn.Module):
         zero = [self.content_out[-1], self.pos_out[-1]]
         zero += [m.conv2 for m in self.modules() if isinstance(m, ResBlock)]
         zero += [m.proj for m in self.modules() if isinstance(m, SelfAttention)]
+        for blk in self.piece_blocks:                              # adaLN-Zero, as in dit.py
+            nn.init.zeros_(blk.adaLN_modulation[-1].weight)
+            nn.init.zeros_(blk.adaLN_modulation[-1].bias)
         for layer in zero:
             nn.init.zeros_(layer.weight)
             nn.init.zeros_(layer.bias)
@@ -256,6 +275,7 @@ class UNet3D(nn.Module):
         if anchor is None:
             anchor = torch.zeros_like(missing)
         emb = (self.time_mlp(timestep_embedding(t, cfg.channels[0]))[:, None]   # (B, 1, D)
+               + self.pos_embed(pos)
                + self.missing_embed(missing.long())
                + self.anchor_embed(anchor.long()))                              # (B, N, D) piece embedding
         frame_emb = (emb[:, :, None] + self.frame_embed).reshape(b * frames, -1)  # b n f d -> (b n f) d
@@ -284,9 +304,12 @@ class UNet3D(nn.Module):
         content_out = F.pixel_shuffle(self.content_out(x), cfg.patch_size)  # (b t) (c p p) h w -> (b t) c (h p) (w p)
         content_out = content_out.reshape(b, n, f, c, h, w)                     # (b n f) c h w -> b n f c h w
 
-        def per_piece(feat):                                                    # ((B N F), C, h, w) -> (B, N, C)
-            return feat.mean(dim=(2, 3)).reshape(b, n, f, -1).mean(dim=2)
-
-        feats = torch.cat([per_piece(x), per_piece(mid), pos.to(x.dtype)], dim=-1)  # (B, N, C0 + C_last + P)
-        pos_out = self.pos_out(self.pos_in(feats) + self.pos_cond(F.silu(emb)))    # (B, N, pos_dim)
+        layout = F.adaptive_avg_pool2d(self.pos_reduce(x), 8).reshape(b, n, f, -1)  # (b n f) c 8 8 -> b n f (c 8 8)
+        raw = F.adaptive_avg_pool2d(content.reshape(b * frames, c, h, w), 16).reshape(b, n, f, -1)  # the frames
+        ends = torch.cat([layout[:, :, 0], raw[:, :, 0], layout[:, :, -1], raw[:, :, -1], pos.to(x.dtype)], dim=-1)
+        h = self.pos_in(ends) + self.pos_cond(F.silu(emb))                         # (B, N, D) piece tokens
+        c = self.head_time(F.silu(self.time_mlp(timestep_embedding(t, cfg.channels[0]))))  # (B, D)
+        for blk in self.piece_blocks:
+            h = blk(h, c)                                                          # attention across pieces
+        pos_out = self.pos_out(h)                                                  # (B, N, pos_dim)
         return pos_out, content_out

@@ -1,6 +1,5 @@
 """Image side: puzzles, DiT, training, checkpoints, sample.py, torchrun."""
 import json
-import os
 import sys
 
 import numpy as np
@@ -102,7 +101,7 @@ def test_training_steps_lower_loss():
     ds = ImagePuzzles("shapes", "train", (2, 2), 8, missing=1)
     batch = {k: torch.stack([ds[i][k] for i in range(16)]) for k in ("content", "order", "missing")}
     opt = torch.optim.Adam(model.parameters(), lr=2e-3)
-    table, t = grid_table(2, 2), torch.randint(0, 1000, (16,))
+    table = grid_table(2, 2)
 
     def loss():
         torch.manual_seed(1)

@@ -151,6 +151,18 @@ def test_resume_video(video_ckpt, tmp_path):
     assert ck["step"] == 7 and ck["config"]["missing"] == 1 and ck["config"]["size"] == 16
 
 
+def test_resume_video_is_exact(tmp_path):
+    flags = [*TINY_VIDEO, "--missing", "1", "--eval-every", "0", "--ckpt-every", "100"]
+    py("train_video.py", *flags, "--max-steps", "4", "--out", tmp_path / "a")
+    py("train_video.py", *flags, "--max-steps", "2", "--out", tmp_path / "b")
+    py("train_video.py", "--resume", tmp_path / "b" / "ckpt.pt", "--max-steps", "4", "--out", tmp_path / "b")
+    a, b = (torch.load(tmp_path / r / "ckpt.pt", weights_only=True) for r in "ab")
+    assert a["step"] == b["step"] == 4
+    for part in ("model", "ema"):
+        for k in a[part]:
+            assert torch.allclose(a[part][k], b[part][k], atol=1e-5), (part, k)
+
+
 def test_sample_metrics_and_gif(video_ckpt, tmp_path):
     out = py("sample.py", "--ckpt", video_ckpt, "--num-puzzles", "3", "--steps", "2", "--batch-size", "2",
              "--out", tmp_path).stdout
