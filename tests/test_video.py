@@ -199,7 +199,7 @@ def test_latent_diffusion_with_autoencoder(tmp_path):
     (tmp_path / "lib" / "diffusers" / "__init__.py").write_text(FAKE_DIFFUSERS)
     (tmp_path / "vae").mkdir()
     env = {"PYTHONPATH": str(tmp_path / "lib")}
-    py("train_video.py", *TINY_VIDEO, "--size", "64", "--missing", "1", "--max-steps", "2", "--eval-every", "0",
+    py("train_video.py", *TINY_VIDEO, "--size", "128", "--missing", "1", "--max-steps", "2", "--eval-every", "0",
        "--vae", tmp_path / "vae", "--out", tmp_path / "run", env=env)
     cfg = torch.load(tmp_path / "run" / "ckpt.pt", weights_only=True)["config"]
     assert cfg["model"]["in_channels"] == 4 and cfg["channels"] == 3 and cfg["vae"] == str(tmp_path / "vae")
@@ -215,7 +215,7 @@ BAD_INPUTS = {
     "frames-per-piece 0": (["train_video.py", "--frames-per-piece", "0"], "--frames-per-piece"),
     "missing >= pieces-1": (["train_video.py", "--pieces", "3", "--missing", "2"], "--missing"),
     "missing < 0": (["train_video.py", "--missing", "-1"], "--missing"),
-    "size not divisible": (["train_video.py", "--size", "20"], "multiple of 8"),
+    "size not divisible": (["train_video.py", "--size", "20"], "multiple of 16"),
     "npy of the wrong shape": (["train_video.py", "--dataset", "movingmnist", "--data-dir", "{tmp}/bad.npy"],
                                "shape"),
     "empty video folder": (["train_video.py", "--dataset", "videos", "--data-dir", "{tmp}/empty"], "no train videos"),
@@ -248,6 +248,6 @@ def test_bad_input_one_line_error(case, tmp_path, request):
 
 @pytest.mark.skipif(find_spec("diffusers") is not None, reason="diffusers is installed")
 def test_vae_without_diffusers_says_what_to_install(tmp_path):
-    proc = py("train_video.py", "--vae", tmp_path, "--size", "64", check=False)
+    proc = py("train_video.py", "--vae", tmp_path, "--size", "128", check=False)
     assert proc.returncode != 0 and proc.stderr.strip() == "error: --vae needs the optional diffusers package: " \
                                                            "pip install diffusers"
