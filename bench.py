@@ -48,6 +48,13 @@ RECIPES = {
     "video-10x2": ("train_video.py", ["--pieces", "10", "--frames-per-piece", "2", "--max-steps", "1500"], [[]]),
     "video-5x4-missing": ("train_video.py", ["--pieces", "5", "--frames-per-piece", "4", "--missing", "2",
                                              "--max-steps", "1500"], [["--missing", str(k)] for k in range(3)]),
+    # one GPU (run on a lent machine): the same recipes, larger and longer, data loading on 12 processes
+    "image-3x3-gpu": ("train_image.py", ["--grid", "3", "--patch-size", "16", "--model", "small", "--batch-size",
+                                         "64", "--lr", "1e-3", "--schedule", "cosine", "--max-steps", "6000",
+                                         "--workers", "12"], [[]]),
+    "video-5x4-gpu": ("train_video.py", ["--pieces", "5", "--frames-per-piece", "4", "--batch-size", "64", "--lr",
+                                         "1e-3", "--schedule", "cosine", "--max-steps", "4000", "--workers", "12"],
+                      [[]]),
 }
 
 
@@ -58,9 +65,16 @@ def load_results():
     return {}
 
 
+def machine():
+    """What a row ran on: the GPU when one is visible (training scripts pick it by default), else the CPU."""
+    import torch
+    cpu = f"{os.cpu_count()} CPU cores"
+    return f"1 {torch.cuda.get_device_name()} + {cpu}" if torch.cuda.is_available() else cpu
+
+
 def save_result(key, row):
     results = load_results()
-    row["machine"] = f"{os.cpu_count()} CPU cores"
+    row["machine"] = machine()
     row["date"] = time.strftime("%Y-%m-%d")
     results[key] = row
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
@@ -207,7 +221,8 @@ def sampler_sweep(ckpt, out_root):
                                                    "train_minutes": 0.0, "metrics": m})
 
 
-def throughput():
+def throughput(device):
+    """Training steps/s and DDIM-50 solved puzzles/s of the tiny and base DiT on one device (3x3 puzzles)."""
     import torch
     from dataclasses import replace
 
@@ -216,30 +231,36 @@ def throughput():
     from jpdvt import puzzle_loss, solve
     from posenc import grid_table
     from train_image import collate
-    for name, piece, patch, batch in [("tiny", 16, 16, 64), ("base", 64, 16, 8)]:
-        model = DiT(replace(CONFIGS[name], piece_size=piece, patch_size=patch))
+    gpu = device.type == "cuda"
+
+    def timed(fn):
+        t = time.time()
+        fn()
+        if gpu:
+            torch.cuda.synchronize()
+        return time.time() - t
+
+    for name, piece, batch in [("tiny", 16, 64), ("base", 64, 64 if gpu else 8)]:
+        model = DiT(replace(CONFIGS[name], piece_size=piece, patch_size=16)).to(device)
         diffusion = GaussianDiffusion(1000, "x0")
         data = ImagePuzzles("shapes", "train", (3, 3), piece)
         b = collate([data[i] for i in range(batch)])
-        b = {k: v for k, v in b.items() if k != "image"}
-        table, opt = grid_table(3, 3), torch.optim.AdamW(model.parameters())
-        times = []
-        for i in range(6):
-            t = time.time()
+        b = {k: v.to(device) for k, v in b.items() if k != "image"}
+        table, opt = grid_table(3, 3).to(device), torch.optim.AdamW(model.parameters())
+
+        def train_step():
             loss = puzzle_loss(model, diffusion, b, table, False, None)["loss"]
             opt.zero_grad()
             loss.backward()
             opt.step()
-            times.append(time.time() - t)
-        t = time.time()
-        solve(model.eval(), diffusion, b, table, False, steps=50)
-        solve_s = time.time() - t
-        save_result(f"throughput {name}", {"group": "throughput", "command": "python bench.py throughput",
-                                           "train_minutes": 0.0, "metrics": {
-                                               "steps_per_s": 1 / float(np.median(times[1:])), "batch": batch,
-                                               "piece_px": piece, "params_M": sum(p.numel() for p in
-                                                                                  model.parameters()) / 1e6,
-                                               "puzzles_per_s_ddim50": batch / solve_s}})
+        times = [timed(train_step) for _ in range(11 if gpu else 6)]
+        solve_s = timed(lambda: solve(model.eval(), diffusion, b, table, False, steps=50))
+        suffix = f" ({device.type})" if gpu else ""
+        save_result(f"throughput {name}{suffix}", {
+            "group": "throughput", "command": f"python bench.py throughput --device {device.type}",
+            "train_minutes": 0.0, "metrics": {
+                "steps_per_s": 1 / float(np.median(times[1:])), "batch": batch, "piece_px": piece,
+                "params_M": sum(p.numel() for p in model.parameters()) / 1e6, "puzzles_per_s_ddim50": batch / solve_s}})
 
 
 # ----------------------------------------------------------------------------
@@ -258,7 +279,7 @@ def render():
              "end-of-training accuracy check. Machines are noisy: one run each.", ""]
     titles = {"recipes": "Recipes (train + score)", "baselines": "Non-learned baselines (same test puzzles)",
               "sampler": "Sampler: DDIM steps against DDPM-1000 (image-3x3 checkpoint)",
-              "throughput": "Throughput on CPU (DiT, 3x3 puzzles)"}
+              "throughput": "Throughput (DiT, 3x3 puzzles, batch as listed)"}
     for group, title in titles.items():
         rows = {k: v for k, v in results.items() if v["group"] == group}
         if not rows:
@@ -304,7 +325,8 @@ def main(args):
         elif name == "sampler":
             sampler_sweep(os.path.join(args.out, "image-3x3", "ckpt.pt"), args.out)
         elif name == "throughput":
-            throughput()
+            from jpdvt import setup_distributed
+            throughput(setup_distributed(args.device)[2])
         else:
             sys.exit(f"error: unknown benchmark {name!r}; see python bench.py --list")
     render()
@@ -316,4 +338,5 @@ if __name__ == "__main__":
     p.add_argument("--list", action="store_true", help="list the benchmark names")
     p.add_argument("--export", nargs=2, metavar=("SRC", "DST"), help="write SRC's EMA weights as a shippable DST")
     p.add_argument("--out", default="runs/bench", help="folder for the runs' checkpoints and samples")
+    p.add_argument("--device", default="cpu", help="device of the throughput rows: cpu, cuda or cuda:N")
     main(p.parse_args())
