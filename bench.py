@@ -257,7 +257,7 @@ def throughput(device):
         solve_s = timed(lambda: solve(model.eval(), diffusion, b, table, False, steps=50))
         suffix = f" ({device.type})" if gpu else ""
         save_result(f"throughput {name}{suffix}", {
-            "group": "throughput", "command": f"python bench.py throughput --device {device.type}",
+            "group": "throughput", "command": shown(["bench.py", "throughput", "--device", device.type]),
             "train_minutes": 0.0, "metrics": {
                 "steps_per_s": 1 / float(np.median(times[1:])), "batch": batch, "piece_px": piece,
                 "params_M": sum(p.numel() for p in model.parameters()) / 1e6, "puzzles_per_s_ddim50": batch / solve_s}})
@@ -268,7 +268,8 @@ def throughput(device):
 # ----------------------------------------------------------------------------
 
 def fmt(m):
-    keys = ["piece_acc", "puzzle_acc", "kendall", "exact", "sec_per_puzzle", "steps_per_s", "puzzles_per_s_ddim50"]
+    keys = ["piece_acc", "puzzle_acc", "kendall", "exact", "sec_per_puzzle", "steps_per_s", "puzzles_per_s_ddim50",
+            "batch", "params_M"]
     return ", ".join(f"{k} {m[k]:.4g}" for k in keys if k in m)
 
 
