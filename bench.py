@@ -45,6 +45,8 @@ RECIPES = {
     "image-3x3-short-gap": ("train_image.py", IMAGE_3X3 + SHORT + ["--gap", "4"], [[]]),
     "image-3x3-short-missing": ("train_image.py", IMAGE_3X3 + SHORT + ["--missing", "3"],
                                 [["--missing", str(k)] for k in range(4)]),
+    "image-3x3-short-missing-wc1": ("train_image.py", IMAGE_3X3 + SHORT + ["--missing", "3", "--weight-content", "1"],
+                                    [["--missing", str(k)] for k in range(4)]),
     "video-10x2": ("train_video.py", ["--pieces", "10", "--frames-per-piece", "2", "--max-steps", "1500"], [[]]),
     "video-5x4-missing": ("train_video.py", ["--pieces", "5", "--frames-per-piece", "4", "--missing", "2",
                                              "--max-steps", "1500"], [["--missing", str(k)] for k in range(3)]),
@@ -55,6 +57,14 @@ RECIPES = {
     "video-5x4-gpu": ("train_video.py", ["--pieces", "5", "--frames-per-piece", "4", "--batch-size", "64", "--lr",
                                          "1e-3", "--schedule", "cosine", "--max-steps", "4000", "--workers", "12"],
                       [[]]),
+    "image-3x3-missing-gpu": ("train_image.py", ["--grid", "3", "--patch-size", "16", "--model", "small",
+                                                 "--batch-size", "64", "--lr", "1e-3", "--schedule", "cosine",
+                                                 "--max-steps", "3500", "--missing", "3", "--workers", "12"],
+                              [["--missing", str(k)] for k in range(4)]),
+    "video-5x4-missing-gpu": ("train_video.py", ["--pieces", "5", "--frames-per-piece", "4", "--batch-size", "64",
+                                                 "--lr", "1e-3", "--schedule", "cosine", "--max-steps", "2500",
+                                                 "--missing", "2", "--workers", "12"],
+                              [["--missing", str(k)] for k in range(3)]),
 }
 
 
@@ -210,7 +220,8 @@ def video_baselines(pieces, fpp, num):
 # ----------------------------------------------------------------------------
 
 def sampler_sweep(ckpt, out_root):
-    for sampler, steps in [("ddim", 10), ("ddim", 25), ("ddim", 50), ("ddim", 100), ("ddpm", 1000)]:
+    for sampler, steps in [("ddim", 10), ("ddim", 25), ("ddim", 50), ("ddim", 100), ("ddpm", 50), ("ddpm", 100),
+                           ("ddpm", 1000)]:
         out = os.path.join(out_root, f"sampler-{sampler}{steps}")
         cmd = ["sample.py", "--ckpt", ckpt, "--num-puzzles", TEST_PUZZLES, "--seed", "1", "--sampler", sampler,
                "--steps", str(steps), "--out", out]

@@ -124,7 +124,9 @@ def get_parser():
     p.add_argument("--anchor", action=argparse.BooleanOptionalAction, default=False,
                    help="give the model the true position of the first shuffled piece (paper's anchoring)")
     p.add_argument("--weight-pos", type=float, default=1.0, help="loss weight of the positional codes")
-    p.add_argument("--weight-content", type=float, default=1.0, help="loss weight of missing pieces' pixels")
+    p.add_argument("--weight-content", type=float, default=0.1,
+                   help="loss weight of missing pieces' pixels (0.1 let positions learn ~2x faster than 1.0, "
+                        "BENCHMARKS.md)")
     add_train_flags(p, lr=2e-3)
     p.set_defaults(batch_size=64)
     return p
