@@ -47,7 +47,9 @@ RECIPES = {
                                 [["--missing", str(k)] for k in range(4)]),
     "image-3x3-short-missing-wc1": ("train_image.py", IMAGE_3X3 + SHORT + ["--missing", "3", "--weight-content", "1"],
                                     [["--missing", str(k)] for k in range(4)]),
-    "video-10x2": ("train_video.py", ["--pieces", "10", "--frames-per-piece", "2", "--max-steps", "1500"], [[]]),
+    "video-10x2": ("train_video.py", ["--pieces", "10", "--frames-per-piece", "2", "--lr", "1e-3",
+                                      "--schedule", "cosine", "--max-steps", "3200"], [[]]),
+    "video-10x2-short": ("train_video.py", ["--pieces", "10", "--frames-per-piece", "2", "--max-steps", "1500"], [[]]),
     "video-5x4-missing": ("train_video.py", ["--pieces", "5", "--frames-per-piece", "4", "--missing", "2",
                                              "--max-steps", "1500"], [["--missing", str(k)] for k in range(3)]),
     # one GPU (run on a lent machine): the same recipes, larger and longer, data loading on 12 processes
@@ -113,7 +115,7 @@ def run_recipe(name, out_root):
     for extra in evals:
         sout = os.path.join(out, "eval" + "".join(extra).replace("--", "-"))
         scmd = ["sample.py", "--ckpt", os.path.join(out, "ckpt.pt"), "--num-puzzles", TEST_PUZZLES, "--seed", "1",
-                "--out", sout] + extra
+                "--sampler", "ddim", "--out", sout] + extra
         sh(scmd)
         with open(os.path.join(sout, "metrics.json")) as f:
             m = json.load(f)

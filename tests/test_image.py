@@ -130,11 +130,11 @@ def test_sample_end_to_end(image_ckpt, tmp_path):
        "--out", tmp_path)
     m = json.loads((tmp_path / "metrics.json").read_text())
     assert m["num_puzzles"] == 6 and 0 <= m["piece_acc"] <= 1 and 0 <= m["puzzle_acc"] <= 1
-    assert m["missing"] == 1 and m["steps"] == 5 and m["sampler"] == "ddim"
+    assert m["missing"] == 1 and m["steps"] == 5 and m["sampler"] == "ddpm"
     png = Image.open(tmp_path / "examples.png")
     side = 4 * 18 + 3 * 6                 # 4 panels of 2x2 8 px pieces; rows = first batch of 4 puzzles
     assert png.size == (side * (480 // side), side * (480 // side))       # enlarged to stay visible
-    py("sample.py", "--ckpt", image_ckpt, "--num-puzzles", "2", "--steps", "3", "--sampler", "ddpm",
+    py("sample.py", "--ckpt", image_ckpt, "--num-puzzles", "2", "--steps", "3", "--sampler", "ddim",
        "--assign", "greedy", "--missing", "0", "--out", tmp_path / "b")
     assert json.loads((tmp_path / "b" / "metrics.json").read_text())["assign"] == "greedy"
 
