@@ -341,8 +341,8 @@ def main(args):
         elif name == "sampler":
             sampler_sweep(os.path.join(args.out, "image-3x3", "ckpt.pt"), args.out)
         elif name == "throughput":
-            from jpdvt import setup_distributed
-            throughput(setup_distributed(args.device)[2])
+            from jpdvt import resolve_device
+            throughput(resolve_device(args.device))
         else:
             sys.exit(f"error: unknown benchmark {name!r}; see python bench.py --list")
     render()

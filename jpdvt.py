@@ -17,6 +17,7 @@ import copy
 import math
 import os
 import pickle
+import re
 import sys
 import time
 import zipfile
@@ -65,6 +66,17 @@ def positive_float(text):
         raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
     if not (v > 0 and math.isfinite(v)):
         raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {text}")
+    return v
+
+
+def loss_weight(text):
+    """argparse type: a finite number >= 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not (v >= 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"must be a finite number of at least 0, got {text}")
     return v
 
 
@@ -158,18 +170,25 @@ def load_checkpoint(path, kind=None):
 # Distributed setup
 # ----------------------------------------------------------------------------
 
-def setup_distributed(device_arg):
-    """DDP is on when torchrun sets RANK: nccl on CUDA, gloo on CPU. Returns (rank, world, device)."""
+def resolve_device(device_arg):
+    """--device auto|cpu|cuda|cuda:N -> torch.device ("auto": the GPU when there is one)."""
     if device_arg == "auto":
         device_arg = "cuda" if torch.cuda.is_available() else "cpu"
+    if device_arg != "cpu" and not re.fullmatch(r"cuda(:\d+)?", device_arg):
+        raise UserError(f"--device must be auto, cpu, cuda or cuda:N, got {device_arg!r}")
     if device_arg.startswith("cuda") and not torch.cuda.is_available():
         raise UserError("--device cuda was asked for but no CUDA GPU is available; use --device cpu")
+    return torch.device(device_arg)
+
+
+def setup_distributed(device_arg):
+    """DDP is on when torchrun sets RANK: nccl on CUDA, gloo on CPU. Returns (rank, world, device)."""
+    device = resolve_device(device_arg)
     if "RANK" not in os.environ:
-        return 0, 1, torch.device(device_arg)
-    backend = "nccl" if device_arg.startswith("cuda") else "gloo"
-    dist.init_process_group(backend)
+        return 0, 1, device
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    if device_arg.startswith("cuda"):
+    if device.type == "cuda":
         local = int(os.environ.get("LOCAL_RANK", 0))
         torch.cuda.set_device(local)
         return rank, world, torch.device("cuda", local)
@@ -219,11 +238,12 @@ def resume_args(args, kind, parser):
 # Training loop
 # ----------------------------------------------------------------------------
 
-def train(args, config, model, diffusion, dataset, table, weights, evaluate, ckpt=None, prepare=None):
+def train(args, config, model, diffusion, dataset, table, eval_batch, evaluate_batch, ckpt=None, prepare=None):
     """
     Train `model` on `dataset` (a map-style dataset indexed by stream position). `config` (plain types) goes
-    into the checkpoint; evaluate(ema_model, device) -> dict of metrics on a fixed held-out batch;
-    prepare(batch) -> batch runs on the device before the loss (e.g. frames -> autoencoder latents).
+    into the checkpoint; evaluate_batch(model, diffusion, batch, config, steps, generator=...) -> (..., metrics)
+    scores the EMA model on the fixed held-out `eval_batch`; prepare(batch) -> batch runs on the device before
+    the loss and the evaluation (e.g. frames -> autoencoder latents). Loss weights: --weight-pos/--weight-content.
     """
     rank, world, device = setup_distributed(args.device)
     master = rank == 0
@@ -268,6 +288,13 @@ def train(args, config, model, diffusion, dataset, table, weights, evaluate, ckp
             save_checkpoint(out_ckpt, {"config": config, "model": model.state_dict(), "ema": ema.state_dict(),
                                        "opt": opt.state_dict(), "step": step})
 
+    def evaluate():
+        batch = {k: v.to(device) for k, v in eval_batch.items()}
+        batch = prepare(batch) if prepare is not None else batch
+        return evaluate_batch(ema, diffusion, batch, config, args.eval_steps,
+                              generator=torch.Generator(device).manual_seed(0))[2]
+
+    weights = {"pos": args.weight_pos, "content": args.weight_content}
     bar = tqdm(total=args.max_steps, initial=step, disable=not master, desc="train", dynamic_ncols=True)
     t0, last_step, metrics = time.time(), step, {}
     for batch in loader:
@@ -304,13 +331,13 @@ def train(args, config, model, diffusion, dataset, table, weights, evaluate, ckp
             write(f"step {step} loss {loss.item():.4f} {parts} lr {lr:.2e} steps/s {rate:.2f}")
             t0, last_step = time.time(), step
         if args.eval_every and step % args.eval_every == 0 and step < args.max_steps and master:
-            metrics = evaluate(ema, device)
+            metrics = evaluate()
             write(f"eval step {step} " + " ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
         if step % args.ckpt_every == 0 or step == args.max_steps:
             save()
     bar.close()
     if master:
-        metrics = evaluate(ema, device)
+        metrics = evaluate()
         write(f"final step {step} " + " ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
         save()
         log.close()

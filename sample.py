@@ -26,7 +26,7 @@ from PIL import Image
 from tqdm import tqdm
 
 from diffusion import SAMPLERS
-from jpdvt import load_checkpoint, positive, run_cli, solve
+from jpdvt import load_checkpoint, positive, resolve_device, run_cli, solve
 from metrics import ASSIGNERS, piece_accuracy, puzzle_accuracy
 from posenc import sequence_table
 from puzzles import (DATASETS, VIDEO_DATASETS, ImagePuzzles, UserError, VideoPuzzles, assemble, cut_image,
@@ -57,7 +57,7 @@ def load_model(args, ckpt, build):
     """The checkpoint's EMA model on the chosen device, its diffusion, the device and a seeded generator."""
     model, diffusion = build(ckpt["config"])
     model.load_state_dict(ckpt["ema"])
-    device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = resolve_device(args.device)
     model.to(device).eval()
     os.makedirs(args.out, exist_ok=True)
     return model, diffusion, device, torch.Generator(device).manual_seed(args.seed)
@@ -397,7 +397,7 @@ def get_parser():
     p.add_argument("--frame-stride", type=int, default=None,
                    help="video checkpoints: keep every N-th frame (default: the checkpoint's)")
     p.add_argument("--batch-size", type=positive, default=50, help="puzzles solved at once")
-    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     return p
 
 

@@ -19,7 +19,7 @@ import torch
 
 from diffusion import PREDICTIONS, GaussianDiffusion
 from dit import CONFIGS, DiT, DiTConfig
-from jpdvt import add_train_flags, positive, resume_args, run_cli, solve, train
+from jpdvt import add_train_flags, loss_weight, positive, resume_args, run_cli, solve, train
 from metrics import piece_accuracy, puzzle_accuracy
 from posenc import grid_table
 from puzzles import DATASETS, ImagePuzzles, UserError, parse_grid
@@ -88,14 +88,7 @@ def main(args):
     train_set = ImagePuzzles(args.dataset, "train", **data)
     test_set = ImagePuzzles(args.dataset, "test", **data)
     eval_batch = collate([test_set[i] for i in range(args.eval_puzzles)])
-
-    def evaluate(ema, device):
-        batch = {k: v.to(device) for k, v in eval_batch.items()}
-        return evaluate_batch(ema, diffusion, batch, config, args.eval_steps,
-                              generator=torch.Generator(device).manual_seed(0))[2]
-
-    weights = {"pos": args.weight_pos, "content": args.weight_content}
-    metrics = train(args, config, model, diffusion, train_set, grid_table(*grid), weights, evaluate, ckpt)
+    metrics = train(args, config, model, diffusion, train_set, grid_table(*grid), eval_batch, evaluate_batch, ckpt)
     if train_set.skipped:
         print(f"skipped {len(train_set.skipped)} unreadable or too-small images")
     if metrics:
@@ -123,10 +116,10 @@ def get_parser():
                    help="network target: x0 (learns faster, see BENCHMARKS.md) or eps (paper)")
     p.add_argument("--anchor", action=argparse.BooleanOptionalAction, default=False,
                    help="give the model the true position of the first shuffled piece (paper's anchoring)")
-    p.add_argument("--weight-pos", type=float, default=1.0, help="loss weight of the positional codes")
-    p.add_argument("--weight-content", type=float, default=0.1,
-                   help="loss weight of missing pieces' pixels (0.1 let positions learn ~2x faster than 1.0, "
-                        "BENCHMARKS.md)")
+    p.add_argument("--weight-pos", type=loss_weight, default=1.0, help="loss weight of the positional codes")
+    p.add_argument("--weight-content", type=loss_weight, default=0.1,
+                   help="loss weight of missing pieces' pixels (0.1: 48%% of pieces placed after 1500 steps "
+                        "with up to 3 missing, 1.0: 18%%; BENCHMARKS.md)")
     add_train_flags(p, lr=2e-3)
     p.set_defaults(batch_size=64)
     return p

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from diffusion import PREDICTIONS, GaussianDiffusion
-from jpdvt import add_train_flags, resume_args, run_cli, solve, train
+from jpdvt import add_train_flags, loss_weight, resume_args, run_cli, solve, train
 from metrics import kendall_distance, puzzle_accuracy
 from posenc import sequence_table
 from puzzles import VIDEO_DATASETS, UserError, VideoPuzzles
@@ -154,17 +154,8 @@ def main(args):
     train_set = VideoPuzzles(args.dataset, "train", **data)
     test_set = VideoPuzzles(args.dataset, "test", **data)
     eval_batch = collate([test_set[i] for i in range(min(args.eval_puzzles, len(test_set)))])
-    prepare = codec.encode_batch if codec else None
-
-    def evaluate(ema, device):
-        batch = {k: v.to(device) for k, v in eval_batch.items()}
-        batch = prepare(batch) if prepare else batch
-        return evaluate_batch(ema, diffusion, batch, config, args.eval_steps,
-                              generator=torch.Generator(device).manual_seed(0))[2]
-
-    weights = {"pos": args.weight_pos, "content": args.weight_content}
-    metrics = train(args, config, model, diffusion, train_set, sequence_table(args.pieces), weights, evaluate,
-                    ckpt, prepare)
+    metrics = train(args, config, model, diffusion, train_set, sequence_table(args.pieces), eval_batch,
+                    evaluate_batch, ckpt, codec.encode_batch if codec else None)
     if train_set.skipped:
         print(f"skipped {len(train_set.skipped)} unreadable or too-short videos")
     if metrics:
@@ -190,8 +181,10 @@ def get_parser():
     p.add_argument("--model", default="tiny", choices=CONFIGS, help="U-Net size (paper = the paper's)")
     p.add_argument("--prediction", default="x0", choices=PREDICTIONS,
                    help="network target: x0 (learns faster, see BENCHMARKS.md) or eps (paper)")
-    p.add_argument("--weight-content", type=float, default=0.8, help="loss weight of missing frames (paper 0.8)")
-    p.add_argument("--weight-pos", type=float, default=0.2, help="loss weight of the positional codes (paper 0.2)")
+    p.add_argument("--weight-content", type=loss_weight, default=0.8,
+                   help="loss weight of missing frames (paper 0.8)")
+    p.add_argument("--weight-pos", type=loss_weight, default=0.2,
+                   help="loss weight of the positional codes (paper 0.2)")
     p.add_argument("--vae", default=None,
                    help="diffuse in the latent space of the Stable-Diffusion-style autoencoder in this local folder "
                         "(diffusers AutoencoderKL; needs pip install diffusers)")

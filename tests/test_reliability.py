@@ -110,6 +110,8 @@ IMAGE_BAD = [
     (["--batch-size", "0"], "--batch-size"),
     (["--max-steps", "0"], "--max-steps"),
     (["--lr", "-1"], "--lr"),
+    (["--weight-content", "-0.5"], "--weight-content"),
+    (["--device", "tpu"], "--device"),
     (["--dataset", "imagenet"], "--data-dir"),
     (["--dataset", "folder", "--data-dir", "/nonexistent/photos"], "--data-dir"),
     (["--dataset", "folder", "--data-dir", "{bad}/empty"], "--data-dir"),
@@ -131,6 +133,7 @@ def test_train_image_bad_input(flags, needle, bad_files):
     (["--image", "{bad}/nothing.png"], "--image"),
     (["--missing", "4"], "--missing"),
     (["--dataset", "folder", "--data-dir", "{bad}/empty"], "--data-dir"),
+    (["--device", "gpu"], "--device"),
 ])
 def test_sample_bad_input(flags, needle, bad_files, image_ckpt):
     flags = [f.replace("{bad}", str(bad_files)) for f in flags]
