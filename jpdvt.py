@@ -58,26 +58,22 @@ def positive(text):
     return v
 
 
-def positive_float(text):
-    """argparse type: a finite number > 0."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not (v > 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {text}")
-    return v
+def finite_float(allow_zero):
+    """argparse type: a finite number above 0 (or at least 0 with allow_zero)."""
+    def parse(text):
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+        if not (math.isfinite(v) and (v >= 0 if allow_zero else v > 0)):
+            raise argparse.ArgumentTypeError(f"must be a finite number {'of at least' if allow_zero else 'above'} 0, "
+                                             f"got {text}")
+        return v
+    return parse
 
 
-def loss_weight(text):
-    """argparse type: a finite number >= 0."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not (v >= 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"must be a finite number of at least 0, got {text}")
-    return v
+positive_float = finite_float(allow_zero=False)   # e.g. --lr
+loss_weight = finite_float(allow_zero=True)       # --weight-pos, --weight-content
 
 
 # ----------------------------------------------------------------------------
