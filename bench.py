@@ -245,7 +245,7 @@ def throughput(device):
     from dit import CONFIGS, DiT
     from jpdvt import puzzle_loss, solve
     from posenc import grid_table
-    from train_image import collate
+    from puzzles import collate
     gpu = device.type == "cuda"
 
     def timed(fn):
@@ -260,7 +260,7 @@ def throughput(device):
         diffusion = GaussianDiffusion(1000, "x0")
         data = ImagePuzzles("shapes", "train", (3, 3), piece)
         b = collate([data[i] for i in range(batch)])
-        b = {k: v.to(device) for k, v in b.items() if k != "image"}
+        b = {k: v.to(device) for k, v in b.items()}
         table, opt = grid_table(3, 3).to(device), torch.optim.AdamW(model.parameters())
 
         def train_step():
@@ -318,7 +318,7 @@ def export(src, dst):
     """A shippable checkpoint: config and EMA weights only (model and optimizer left empty)."""
     import torch
 
-    from jpdvt import save_checkpoint
+    from training import save_checkpoint
     ck = torch.load(src, map_location="cpu", weights_only=True)
     save_checkpoint(dst, {"config": ck["config"], "model": {}, "ema": ck["ema"], "opt": {}, "step": ck["step"]})
     print(f"wrote {dst} ({os.path.getsize(dst) / 2 ** 20:.1f} MiB, step {ck['step']})")
@@ -341,7 +341,7 @@ def main(args):
         elif name == "sampler":
             sampler_sweep(os.path.join(args.out, "image-3x3", "ckpt.pt"), args.out)
         elif name == "throughput":
-            from jpdvt import resolve_device
+            from training import resolve_device
             throughput(resolve_device(args.device))
         else:
             sys.exit(f"error: unknown benchmark {name!r}; see python bench.py --list")

@@ -106,13 +106,15 @@ class GaussianDiffusion:
     # Reverse process
     # ------------------------------------------------------------------
 
-    def predict_x0_eps(self, xt, t, out):
-        """Turn a model output into (x0_hat clipped to [-1, 1], eps_hat consistent with it)."""
+    def predict_x0_eps(self, xt, t, out, clip=True):
+        """Turn a model output into (x0_hat, clipped to [-1, 1] when `clip`, and eps_hat consistent with it)."""
         abar = extract(self.alphas_cumprod, t, xt.shape)
         if self.prediction == "x0":
-            x0 = out.float().clamp(-1, 1)
+            x0 = out.float()
         else:
-            x0 = ((xt - (1 - abar).sqrt() * out.float()) / abar.sqrt()).clamp(-1, 1)
+            x0 = (xt - (1 - abar).sqrt() * out.float()) / abar.sqrt()
+        if clip:
+            x0 = x0.clamp(-1, 1)
         eps = (xt - abar.sqrt() * x0) / (1 - abar).sqrt()
         return x0, eps
 
@@ -137,10 +139,13 @@ class GaussianDiffusion:
         return ts[::-1].tolist()
 
     @torch.no_grad()
-    def sample(self, model_fn, given, masks, steps=None, sampler="ddim", generator=None, progress=False):
+    def sample(self, model_fn, given, masks, steps=None, sampler="ddim", generator=None, progress=False,
+               unclipped=()):
         """
         Generate every masked entry. given: {name: tensor} with given entries filled in (masked entries are
-        ignored); masks as in training_losses. Returns {name: x0} with given entries exactly as passed.
+        ignored); masks as in training_losses. Predicted x0 is clipped to [-1, 1] (the range of codes and pixels)
+        except for the parts named in `unclipped` (autoencoder latents). Returns {name: x0} with given entries
+        exactly as passed.
         """
         if sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {sorted(SAMPLERS)}, got {sampler!r}")
@@ -158,7 +163,7 @@ class GaussianDiffusion:
             t_prev = torch.full((b,), ts[i + 1] if i + 1 < len(ts) else -1, device=device, dtype=torch.long)
             out = model_fn(x, t)
             for k, v in x.items():
-                x0, eps = self.predict_x0_eps(v, t, out[k])
+                x0, eps = self.predict_x0_eps(v, t, out[k], clip=k not in unclipped)
                 if sampler == "ddim":
                     new = self.ddim_sample(x0, eps, t_prev)
                 else:

@@ -48,7 +48,7 @@ def modulate(x, shift, scale):
 # ----------------------------------------------------------------------------
 
 class TimestepEmbedder(nn.Module):
-    """Scalar timesteps -> sinusoidal features -> MLP -> (B, D)."""
+    """Scalar timesteps (B,) -> freq_dim sinusoidal features (cos, sin) -> MLP -> (B, hidden); also the U-Net's."""
 
     def __init__(self, hidden, freq_dim=256):
         super().__init__()
@@ -67,17 +67,21 @@ class TimestepEmbedder(nn.Module):
 # ----------------------------------------------------------------------------
 
 class Attention(nn.Module):
-    def __init__(self, dim, heads):
+    """Multi-head self-attention over the tokens of (B, L, dim); no position embedding. Heads of head_dim
+    (default dim / heads) channels; the U-Net's 2D+1D attention uses it with the paper's 8 x 64 heads."""
+
+    def __init__(self, dim, heads, head_dim=None):
         super().__init__()
         self.heads = heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
+        inner = heads * (head_dim or dim // heads)
+        self.qkv = nn.Linear(dim, 3 * inner)
+        self.proj = nn.Linear(inner, dim)
 
-    def forward(self, x):
-        b, l, d = x.shape
-        q, k, v = self.qkv(x).view(b, l, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)  # (B, H, L, d)
-        x = F.scaled_dot_product_attention(q, k, v)
-        return self.proj(x.transpose(1, 2).reshape(b, l, d))
+    def forward(self, x):                                         # (B, L, dim)
+        b, l, _ = x.shape
+        q, k, v = self.qkv(x).reshape(b, l, 3, self.heads, -1).permute(2, 0, 3, 1, 4)  # 3 x (B, heads, L, d)
+        x = F.scaled_dot_product_attention(q, k, v)               # (B, heads, L, d)
+        return self.proj(x.transpose(1, 2).reshape(b, l, -1))     # (B, L, dim)
 
 
 class DiTBlock(nn.Module):

@@ -124,3 +124,16 @@ def kendall_distance(a, b, normalized=True):
     if normalized:
         d = d / max(n * (n - 1) / 2, 1)
     return float(d[0]) if single else d
+
+
+def relabel_generated(pred, true, generated):
+    """
+    Generated pieces start as interchangeable noise, so which of them fills which missing slot is arbitrary. Give
+    them the true slots of the missing pieces in the order the prediction placed them (the authors' evaluation
+    sorts them): the truth against which the missing slots are compared as a set. pred, true, generated: [B, N].
+    """
+    pred, true = np.atleast_2d(np.asarray(pred)), np.atleast_2d(np.asarray(true)).copy()
+    for b, m in enumerate(np.atleast_2d(np.asarray(generated, dtype=bool))):
+        idx = np.flatnonzero(m)
+        true[b, idx[np.argsort(pred[b, idx], kind="stable")]] = np.sort(true[b, idx])
+    return true

@@ -1,11 +1,13 @@
 """
-Solve puzzles with a trained JPDVT checkpoint: accuracy on fresh test puzzles, pictures, and your own photo.
+Solve puzzles with a trained JPDVT checkpoint: accuracy on fresh test puzzles, pictures, your own photo or clip,
+and temporal super-resolution.
 
-Paper: "Predicted position encodings" (supplement) and "Metrics" (Sec. 4.2). Everything (model, puzzle
-settings) is rebuilt from the checkpoint; the EMA weights are used. Image checkpoints report piece- and
-puzzle-level accuracy (a puzzle is solved when every given piece is in place); video checkpoints report the mean
-normalized Kendall distance and the fraction of clips fully ordered ("Temporal Jigsaw Puzzles Experiments"), and
-can raise a video's frame rate (supplement, "Downstream Task: Temporal Super-resolution").
+Paper: "Predicted position encodings" (supplement) and "Metrics" (Sec. 4). Everything (model, puzzle settings)
+is rebuilt from the checkpoint; the EMA weights are used. Image checkpoints report piece- and puzzle-level
+accuracy over the pieces the model had to place; video checkpoints report the mean normalized Kendall distance
+and the fraction of clips fully ordered, strict and with generated pieces compared as a set (jpdvt.COUNTED says
+what each counts). Video checkpoints can also fill in pieces between given ones (supplement, "Downstream Task:
+Temporal Super-resolution").
 
     python sample.py --ckpt checkpoints/image-shapes-3x3.pt                 # metrics.json + examples.png
     python sample.py --ckpt out/run/ckpt.pt --missing 2 --sampler ddim --steps 25      # deterministic
@@ -26,200 +28,132 @@ from PIL import Image
 from tqdm import tqdm
 
 from diffusion import SAMPLERS
-from jpdvt import load_checkpoint, positive, resolve_device, run_cli, solve
-from metrics import ASSIGNERS, piece_accuracy, puzzle_accuracy
-from posenc import sequence_table
-from puzzles import (DATASETS, VIDEO_DATASETS, ImagePuzzles, UserError, VideoPuzzles, assemble, cut_image,
-                     fit_channels, fit_image, make_video_puzzle, read_video, shuffle_pieces, unshuffle_video,
-                     video_item, video_tensor, write_gif)
-from train_image import build_model, collate, evaluate_batch
-from train_video import VaeCodec, build_model as build_video_model, evaluate_batch as evaluate_video_batch, \
-    video_scores
+from errors import UserError, run_cli
+from jpdvt import COUNTED, build_model, evaluate, position_table, score, solve
+from metrics import ASSIGNERS
+from pictures import image_row, save_png, stack, video_row, write_rows
+from puzzles import (DATASETS, VIDEO_DATASETS, ImagePuzzles, VideoPuzzles, assemble, check_missing, check_video,
+                     collate, cut_image, make_video_puzzle, shuffle_pieces, video_item, video_tensor)
+from sources import fit_channels, fit_image, read_video
+from training import load_checkpoint, positive, resolve_device
+from vae import VaeCodec
 
-EXAMPLES = 4  # puzzles pictured in examples.gif / superres.gif
-
-
-# ----------------------------------------------------------------------------
-# Shared
-# ----------------------------------------------------------------------------
-
-def to_uint8(img):
-    return (np.clip(img, 0, 1) * 255).round().astype(np.uint8)
-
-
-def save_png(path, img, min_width=480):
-    """Save a [0, 1] picture, enlarged by a whole factor (nearest) so small pieces stay visible."""
-    k = max(1, min_width // img.shape[1])
-    Image.fromarray(to_uint8(img)).resize((img.shape[1] * k, img.shape[0] * k), Image.NEAREST).save(path)
-
-
-def load_model(args, ckpt, build):
-    """The checkpoint's EMA model on the chosen device, its diffusion, the device and a seeded generator."""
-    model, diffusion = build(ckpt["config"])
-    model.load_state_dict(ckpt["ema"])
-    device = resolve_device(args.device)
-    model.to(device).eval()
-    os.makedirs(args.out, exist_ok=True)
-    return model, diffusion, device, torch.Generator(device).manual_seed(args.seed)
-
-
-def puzzle_count(requested, test):
-    """How many test puzzles to solve: as requested, at most the size of the test split."""
-    if requested > len(test):
-        print(f"note: the test split holds only {len(test)} puzzles; solving {len(test)}")
-    return min(requested, len(test))
-
-
-def iter_batches(test, num, batch_size, device):
-    """The first `num` test puzzles, in batches on `device`, with a progress bar."""
-    for start in tqdm(range(0, num, batch_size), desc="solving", unit="batch"):
-        batch = collate([test[i] for i in range(start, min(start + batch_size, num))])
-        yield {k: v.to(device) for k, v in batch.items()}
+PICTURED = {"image": 8, "video": 4}   # puzzles pictured in examples.png / examples.gif
+DISPLAY_PIECE = 160                   # --image pictures: piece side in pixels, at most the photo's own resolution
 
 
 # ----------------------------------------------------------------------------
-# Images
+# Scoring fresh test puzzles (images and videos alike)
 # ----------------------------------------------------------------------------
 
-def pieces_np(content):
-    """(N, C, P, P) in [-1, 1] -> (N, P, P, C) in [0, 1]."""
-    return ((content.float().cpu() + 1) / 2).permute(0, 2, 3, 1).numpy()
-
-
-def image_rows(batch, positions, content, grid, k):
-    """One picture row of puzzle k: shuffled input | solved (S) | solved and inpainted (SI) | ground truth."""
-    n = grid[0] * grid[1]
-    given = pieces_np(batch["content"][k])
-    missing = batch["missing"][k].cpu().numpy()
-    shown = np.where(missing[:, None, None, None], 0.5, given)        # missing pieces are grey in the input
-    gen = pieces_np(content[k])
-    placed = np.where(missing, -1, positions[k])
-    panels = [assemble(shown, np.arange(n), grid, border=2, fill=1.0),
-              assemble(given, placed, grid, border=2, fill=1.0),
-              assemble(np.where(missing[:, None, None, None], gen, given), positions[k], grid, border=2, fill=1.0),
-              assemble(given, batch["order"][k].cpu().numpy(), grid, border=2, fill=1.0)]
-    sep = np.ones((panels[0].shape[0], 6, 3), dtype=np.float32)
-    return np.concatenate(sum(([p, sep] for p in panels), [])[:-1], axis=1)
-
-
-def sample_image(args, ckpt):
-    config = ckpt["config"]
-    grid, piece, gap, anchored = tuple(config["grid"]), config["piece_size"], config["gap"], config["anchor"]
-    n = grid[0] * grid[1]
-    missing = config["missing"] if args.missing is None else args.missing
-    if not 0 <= missing < n - (1 if anchored else 0):
-        raise UserError(f"--missing must be between 0 and {n - 1 - (1 if anchored else 0)} for this "
-                        f"{grid[0]}x{grid[1]} checkpoint, got {missing}")
-    model, diffusion, device, gen = load_model(args, ckpt, build_model)
-
-    if args.image:
-        return solve_photo(args, model, diffusion, config, grid, piece, gap, device, gen)
-
+def test_puzzles(args, config, missing, stride=None):
+    """The checkpoint's test split (or --dataset/--data-dir's), with `missing` pieces missing per puzzle."""
+    kind = config["kind"]
     dataset = args.dataset or config["dataset"]
-    if dataset not in DATASETS:
-        raise UserError(f"--dataset {dataset} holds videos; this image checkpoint needs one of {', '.join(DATASETS)}")
+    if dataset not in (DATASETS if kind == "image" else VIDEO_DATASETS):
+        raise UserError(f"--dataset {dataset} does not fit this {kind} checkpoint; use one of "
+                        f"{', '.join(DATASETS if kind == 'image' else VIDEO_DATASETS)}")
     data_dir = args.data_dir or (config["args"].get("data_dir") if dataset == config["dataset"] else None)
-    test = ImagePuzzles(dataset, "test", grid, piece, gap, missing, anchored, args.seed, data_dir)
-    num = puzzle_count(args.num_puzzles, test)
-    positions, orders, masks, seconds = [], [], [], 0.0
-    picture = None
-    for batch in iter_batches(test, num, args.batch_size, device):
+    if kind == "image":
+        return ImagePuzzles(dataset, "test", tuple(config["grid"]), config["piece_size"], config["gap"], missing,
+                            config["anchor"], args.seed, data_dir)
+    return VideoPuzzles(dataset, "test", config["pieces"], config["frames_per_piece"], config["size"],
+                        config["channels"], missing, stride, args.seed, data_dir)
+
+
+def score_test_set(args, ckpt, model, diffusion, device, gen, codec, missing, stride):
+    """Solve --num-puzzles test puzzles; write metrics.json and examples.png (images) or examples.gif (videos)."""
+    config = ckpt["config"]
+    kind = config["kind"]
+    test = test_puzzles(args, config, missing, stride)
+    num = min(args.num_puzzles, len(test))
+    if num < args.num_puzzles:
+        print(f"note: the test split holds only {len(test)} puzzles; solving {num}")
+    positions, truth, rows, seconds = [], [], [], 0.0
+    for start in tqdm(range(0, num, args.batch_size), desc="solving", unit="batch"):
+        batch = collate([test[i] for i in range(start, min(start + args.batch_size, num))])
+        batch = {k: v.to(device) for k, v in batch.items()}
         t = time.time()
-        pos, content, _ = evaluate_batch(model, diffusion, batch, config, args.steps, args.sampler, args.assign, gen)
+        pos, content, _ = evaluate(model, diffusion, codec.encode_batch(batch) if codec else batch, config,
+                                   args.steps, args.sampler, args.assign, gen)
         seconds += time.time() - t
         positions.append(pos)
-        orders.append(batch["order"].cpu().numpy())
-        masks.append(~batch["missing"].cpu().numpy())
-        if picture is None:
-            picture = [image_rows(batch, pos, content, grid, k) for k in range(min(8, len(pos)))]
-    positions, orders, masks = np.concatenate(positions), np.concatenate(orders), np.concatenate(masks)
-    metrics = {"piece_acc": piece_accuracy(positions, orders, masks),
-               "puzzle_acc": puzzle_accuracy(positions, orders, masks), "num_puzzles": num,
-               "sec_per_puzzle": seconds / num, "dataset": dataset, "grid": list(grid), "piece_size": piece,
-               "gap": gap, "missing": missing, "anchor": anchored, "sampler": args.sampler, "steps": args.steps,
+        truth.append({k: batch[k].cpu() for k in ("order", "missing")})
+        for k in range(min(PICTURED[kind] - len(rows), len(pos))):
+            rows.append(image_row(batch, pos, content, config["grid"], k) if kind == "image" else
+                        video_row(batch, pos, codec.decode(content) if codec else content, k))
+    truth = {k: torch.cat([t[k] for t in truth]) for k in ("order", "missing")}
+    metrics = {**score(np.concatenate(positions), truth, config),
+               "counted": COUNTED[kind], "num_puzzles": num, "sec_per_puzzle": seconds / num,
+               "dataset": test.dataset, "missing": missing, "sampler": args.sampler, "steps": args.steps,
                "assign": args.assign, "seed": args.seed, "ckpt": args.ckpt, "train_step": ckpt["step"]}
+    metrics.update({k: config[k] for k in (("grid", "piece_size", "gap", "anchor") if kind == "image" else
+                                           ("pieces", "frames_per_piece", "size"))})
+    if kind == "video":
+        metrics["frame_stride"] = stride
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
-    sep = np.ones((6, picture[0].shape[1], 3), dtype=np.float32)
-    grid_png = os.path.join(args.out, "examples.png")
-    save_png(grid_png, np.concatenate(sum(([r, sep] for r in picture), [])[:-1]))
-    print(f"{num} puzzles ({args.sampler}-{args.steps}, {args.assign}): piece accuracy {metrics['piece_acc']:.4f}, "
-          f"puzzle accuracy {metrics['puzzle_acc']:.4f}, {metrics['sec_per_puzzle']:.3f} s/puzzle")
-    print(f"wrote {os.path.join(args.out, 'metrics.json')} and {grid_png} "
-          "(columns: shuffled input | solved | solved + inpainted | ground truth)")
+    if kind == "image":
+        picture = os.path.join(args.out, "examples.png")
+        save_png(picture, stack(rows, axis=0))
+        shown = "shuffled input | solved | solved + inpainted | ground truth"
+        summary = f"piece accuracy {metrics['piece_acc']:.4f}, puzzle accuracy {metrics['puzzle_acc']:.4f}"
+    else:
+        picture = write_rows(os.path.join(args.out, "examples.gif"), rows, ["shuffled", "solved", "ground truth"])
+        shown = "shuffled input | solved, generated frames in red | ground truth"
+        summary = (f"mean Kendall distance {metrics['kendall']:.4f} (generated pieces as a set "
+                   f"{metrics['kendall_set']:.4f}), exactly ordered {metrics['exact']:.4f} ({metrics['exact_set']:.4f})")
+    print(f"{num} puzzles ({args.sampler}-{args.steps}, {args.assign}): {summary}, "
+          f"{metrics['sec_per_puzzle']:.3f} s/puzzle")
+    print(f"wrote {os.path.join(args.out, 'metrics.json')} and {picture} ({shown})")
     return metrics
 
 
-def solve_photo(args, model, diffusion, config, grid, piece, gap, device, gen):
-    """Cut a user's photo to the checkpoint's grid, shuffle it (seeded), solve, and picture it."""
+# ----------------------------------------------------------------------------
+# Your own photo or clip
+# ----------------------------------------------------------------------------
+
+def open_photo(path, grid, cell):
+    """The photo at `path` (PIL, loaded), refused in one sentence if unreadable or much smaller than the grid."""
     try:
-        with Image.open(args.image) as im:
+        with Image.open(path) as im:
             im.load()
-            size = im.size
-            h, w = grid[0] * (piece + gap), grid[1] * (piece + gap)
-            if size[0] < w // 2 or size[1] < h // 2:
-                raise UserError(f"--image {args.image} is {size[0]}x{size[1]} px, too small for this "
-                                f"checkpoint's {grid[0]}x{grid[1]} grid (needs at least {w // 2}x{h // 2})")
-            img = fit_image(im, h, w)
-    except (OSError, ValueError, Image.DecompressionBombError) as e:
-        if isinstance(e, UserError):
-            raise
-        raise UserError(f"--image {args.image} could not be read as an image; pass a JPEG or PNG file") from None
-    rng = np.random.default_rng(args.seed)
-    pieces = cut_image(img, grid, piece, gap)
-    order, miss = shuffle_pieces(len(pieces), rng, 0, config["anchor"])
-    content = torch.from_numpy(pieces[order]).permute(0, 3, 1, 2)[None].float() * 2 - 1
-    batch = {"content": content.to(device), "order": torch.from_numpy(order)[None].to(device),
-             "missing": torch.from_numpy(miss)[None].to(device)}
-    pos, _, acc = evaluate_batch(model, diffusion, batch, config, args.steps, args.sampler, args.assign, gen)
-    n = len(pieces)
-    panels = [assemble(pieces[order], np.arange(n), grid, border=2, fill=1.0),
-              assemble(pieces[order], pos[0], grid, border=2, fill=1.0),
-              assemble(pieces, np.arange(n), grid, border=2, fill=1.0)]
-    sep = np.ones((panels[0].shape[0], 6, 3), dtype=np.float32)
+            photo = im.convert("RGB")
+    except (OSError, ValueError, Image.DecompressionBombError):
+        raise UserError(f"--image {path} could not be read as an image; pass a JPEG or PNG file") from None
+    h, w = grid[0] * cell, grid[1] * cell
+    if photo.width < w // 2 or photo.height < h // 2:
+        raise UserError(f"--image {path} is {photo.width}x{photo.height} px, too small for this checkpoint's "
+                        f"{grid[0]}x{grid[1]} grid (needs at least {w // 2}x{h // 2})")
+    return photo
+
+
+def solve_photo(args, model, diffusion, config, device, gen):
+    """
+    Cut --image to the checkpoint's grid at the model's resolution, shuffle it (seeded) and solve it; draw
+    input | solution | original with pieces cut from the photo's own pixels (up to DISPLAY_PIECE px a side).
+    """
+    grid, piece, gap = tuple(config["grid"]), config["piece_size"], config["gap"]
+    photo = open_photo(args.image, grid, piece + gap)
+    pieces = cut_image(fit_image(photo, grid[0] * (piece + gap), grid[1] * (piece + gap)), grid, piece, gap)
+    order, miss = shuffle_pieces(len(pieces), np.random.default_rng(args.seed), 0, config["anchor"])
+    batch = {"content": torch.from_numpy(pieces[order]).permute(0, 3, 1, 2)[None].float().to(device) * 2 - 1,
+             "order": torch.from_numpy(order)[None].to(device), "missing": torch.from_numpy(miss)[None].to(device)}
+    pos, _, acc = evaluate(model, diffusion, batch, config, args.steps, args.sampler, args.assign, gen)
+    # the same cut at display resolution: as large as the photo allows, up to DISPLAY_PIECE px per piece
+    k = max(1.0, min(DISPLAY_PIECE / piece, min(photo.width / grid[1], photo.height / grid[0]) / (piece + gap)))
+    big_piece, big_gap = round(piece * k), round(gap * k)
+    big = cut_image(fit_image(photo, grid[0] * (big_piece + big_gap), grid[1] * (big_piece + big_gap)), grid,
+                    big_piece, big_gap)
+    n, border = len(big), max(2, big_piece // 40)
     out = os.path.join(args.out, os.path.splitext(os.path.basename(args.image))[0] + "_solved.png")
-    save_png(out, np.concatenate([panels[0], sep, panels[1], sep, panels[2]], axis=1))
-    solved = acc["puzzle_acc"] == 1.0
-    print(f"{'solved' if solved else 'not solved'}: {int(round(acc['piece_acc'] * n))}/{n} pieces in place; "
+    save_png(out, stack([assemble(big[order], np.arange(n), grid, border, fill=1.0),
+                         assemble(big[order], pos[0], grid, border, fill=1.0),
+                         assemble(big, np.arange(n), grid, border, fill=1.0)], gap=4 * border))
+    placed = round(acc["piece_acc"] * (n - int(config["anchor"]))) + int(config["anchor"])
+    print(f"{'solved' if acc['puzzle_acc'] == 1.0 else 'not solved'}: {placed}/{n} pieces in place; "
           f"wrote {out} (input | solution | original)")
     return acc
-
-
-# ----------------------------------------------------------------------------
-# Videos
-# ----------------------------------------------------------------------------
-
-def frames_np(content):
-    """(N, F, C, H, W) in [-1, 1] -> (N, F, H, W, C) in [0, 1]."""
-    return ((content.float().cpu() + 1) / 2).permute(0, 1, 3, 4, 2).numpy()
-
-
-def video_row(batch, positions, generated, k):
-    """
-    Clips of puzzle k, each (N*F, H, W, C): shuffled input (missing pieces grey) | solved (generated pieces put
-    where the model placed them, marked) | ground truth; and the marks (per clip a (N*F,) bool or None).
-    """
-    real = frames_np(batch["content"][k])                      # (N, F, H, W, C), missing pieces' true frames too
-    missing = batch["missing"][k].cpu().numpy()
-    f = real.shape[1]
-    gone = missing[:, None, None, None, None]
-    slot_generated = np.empty_like(missing)
-    slot_generated[positions[k]] = missing                     # which time slots got a generated piece
-    clips = [np.where(gone, 0.5, real).reshape(-1, *real.shape[2:]),   # n f h w c -> (n f) h w c
-             unshuffle_video(np.where(gone, frames_np(generated[k]), real), positions[k]),
-             unshuffle_video(real, batch["order"][k].cpu().numpy())]
-    return clips, [None, np.repeat(slot_generated, f), None]
-
-
-def write_rows(path, rows, labels):
-    """write_gif of video_row outputs; returns path."""
-    write_gif(path, [clips for clips, _ in rows], labels, marks=[marks for _, marks in rows])
-    return path
-
-
-def stem(path):
-    """clip.mp4 or frames/ -> "clip" or "frames": the name output files are derived from."""
-    return os.path.splitext(os.path.basename(os.path.normpath(path)))[0]
 
 
 def read_clip(args, config, stride, num_frames):
@@ -234,74 +168,21 @@ def read_clip(args, config, stride, num_frames):
     return clip[start:start + num_frames]
 
 
-def sample_video(args, ckpt):
-    """Score --num-puzzles test puzzles (metrics.json, examples.gif), or order --video, or run --superres."""
-    config = ckpt["config"]
-    pieces, fpp = config["pieces"], config["frames_per_piece"]
-    missing = args.missing if args.missing is not None else (0 if args.video else config["missing"])
-    if not 0 <= missing < pieces - 1:
-        raise UserError(f"--missing must be between 0 and {pieces - 2} for this {pieces}-piece checkpoint, "
-                        f"got {missing}")
-    stride = config["frame_stride"] if args.frame_stride is None else args.frame_stride
-    if stride < 1:
-        raise UserError(f"--frame-stride must be at least 1, got {stride}")
-    dataset = args.dataset or config["dataset"]
-    if dataset not in VIDEO_DATASETS:
-        raise UserError(f"--dataset {dataset} holds images; this video checkpoint needs one of "
-                        f"{', '.join(VIDEO_DATASETS)}")
-    codec = VaeCodec(config["vae"]) if config["vae"] else None
-    model, diffusion, device, gen = load_model(args, ckpt, build_video_model)
-    encode = codec.encode_batch if codec else (lambda batch: batch)
-    decode = codec.decode if codec else (lambda content: content)
-    data_dir = args.data_dir or (config["args"].get("data_dir") if dataset == config["dataset"] else None)
-
-    def test_set(k):
-        return VideoPuzzles(dataset, "test", pieces, fpp, config["size"], config["channels"], k, stride, args.seed,
-                            data_dir)
-
-    if args.superres:
-        return superres(args, model, diffusion, config, stride, test_set, encode, decode, device, gen)
-    if args.video:
-        return order_clip(args, model, diffusion, config, stride, missing, encode, decode, device, gen)
-
-    test = test_set(missing)
-    num = puzzle_count(args.num_puzzles, test)
-    positions, orders, seconds, rows = [], [], 0.0, []
-    for batch in iter_batches(test, num, args.batch_size, device):
-        t = time.time()
-        pos, content, _ = evaluate_video_batch(model, diffusion, encode(batch), config, args.steps, args.sampler,
-                                               args.assign, gen)
-        seconds += time.time() - t
-        positions.append(pos)
-        orders.append(batch["order"].cpu().numpy())
-        if len(rows) < EXAMPLES:
-            generated = decode(content)
-            rows += [video_row(batch, pos, generated, k) for k in range(min(EXAMPLES - len(rows), len(pos)))]
-    metrics = {**video_scores(np.concatenate(positions), np.concatenate(orders)), "num_puzzles": num,
-               "sec_per_puzzle": seconds / num, "dataset": dataset, "pieces": pieces, "frames_per_piece": fpp,
-               "missing": missing, "frame_stride": stride, "size": config["size"], "sampler": args.sampler,
-               "steps": args.steps, "assign": args.assign, "seed": args.seed, "ckpt": args.ckpt,
-               "train_step": ckpt["step"]}
-    with open(os.path.join(args.out, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
-    gif = write_rows(os.path.join(args.out, "examples.gif"), rows, ["shuffled", "solved", "ground truth"])
-    print(f"{num} puzzles ({args.sampler}-{args.steps}, {args.assign}): mean Kendall distance "
-          f"{metrics['kendall']:.4f}, exactly ordered {metrics['exact']:.4f}, {metrics['sec_per_puzzle']:.3f} s/puzzle")
-    print(f"wrote {os.path.join(args.out, 'metrics.json')} and {gif} "
-          "(shuffled input | solved, generated frames in red | ground truth)")
-    return metrics
+def stem(path):
+    """clip.mp4 or frames/ -> "clip" or "frames": the name output files are derived from."""
+    return os.path.splitext(os.path.basename(os.path.normpath(path)))[0]
 
 
-def order_clip(args, model, diffusion, config, stride, missing, encode, decode, device, gen):
+def order_clip(args, model, diffusion, config, device, gen, codec, missing, stride):
     """Cut --video into the checkpoint's pieces (centre window), shuffle it (seeded), solve, and picture it."""
     pieces, fpp = config["pieces"], config["frames_per_piece"]
     clip = read_clip(args, config, stride, pieces * fpp)
     puzzle = make_video_puzzle(clip, pieces, fpp, np.random.default_rng(args.seed), missing, start=0)
     batch = {k: v[None].to(device) for k, v in video_item(puzzle).items()}   # a batch of one
-    pos, generated, scores = evaluate_video_batch(model, diffusion, encode(batch), config, args.steps, args.sampler,
-                                                  args.assign, gen)
+    pos, generated, scores = evaluate(model, diffusion, codec.encode_batch(batch) if codec else batch, config,
+                                      args.steps, args.sampler, args.assign, gen)
     gif = write_rows(os.path.join(args.out, f"{stem(args.video)}_solved.gif"),
-                     [video_row(batch, pos, decode(generated), 0)],
+                     [video_row(batch, pos, codec.decode(generated) if codec else generated, 0)],
                      ["shuffled", "solved", "original"])
     print(f"predicted positions of the shuffled pieces {pos[0].tolist()} (true {puzzle['order'].tolist()}): "
           f"Kendall distance {scores['kendall']:.3f}, {'in order' if scores['exact'] == 1 else 'not in order'}; "
@@ -309,12 +190,16 @@ def order_clip(args, model, diffusion, config, stride, missing, encode, decode, 
     return scores
 
 
-def superres(args, model, diffusion, config, stride, test_set, encode, decode, device, gen):
+# ----------------------------------------------------------------------------
+# Temporal super-resolution (supplement, "Downstream Task: Temporal Super-resolution")
+# ----------------------------------------------------------------------------
+
+def superres(args, model, diffusion, config, device, gen, codec, stride):
     """
-    Temporal super-resolution (supplement, "Downstream Task"): the pieces at positions 0, K+1, 2(K+1), ... are
-    given, the K pieces between each pair are missing content generated at known positions (every positional code
-    is given). Input: the clip of --video (its frames are the low-rate video), else test clips of the dataset
-    (every (K+1)-th piece kept, the ground truth shown next to the result).
+    The pieces at positions 0, K+1, 2(K+1), ... are given, the K pieces between each pair are missing content
+    generated at known positions (every positional code is given). Input: the clip of --video (its frames are
+    the low-rate video), else test clips of the dataset (every (K+1)-th piece kept, the ground truth shown next
+    to the result).
     """
     pieces, fpp, k = config["pieces"], config["frames_per_piece"], args.superres
     valid = [j for j in range(1, pieces - 1) if (pieces - 1) % (j + 1) == 0]
@@ -329,22 +214,20 @@ def superres(args, model, diffusion, config, stride, test_set, encode, decode, d
         full[keep] = low
         content = video_tensor(full)[None]
     else:                                                      # test clips in time order: (B, N, F, C, H, W)
-        test = test_set(0)
-        items = [test[i] for i in range(min(args.num_puzzles, EXAMPLES, len(test)))]
+        test = test_puzzles(args, config, 0, stride)
+        items = [test[i] for i in range(min(args.num_puzzles, PICTURED["video"], len(test)))]
         content = torch.stack([it["content"][torch.argsort(it["order"])] for it in items])
     b = content.shape[0]
     batch = {"content": content.to(device), "order": torch.arange(pieces, device=device).expand(b, -1),
              "missing": torch.from_numpy(~keep).to(device).expand(b, -1)}
-    known = torch.ones_like(batch["missing"])
-    _, generated = solve(model, diffusion, encode(batch), sequence_table(pieces).to(device), config["anchor"],
-                         args.steps, args.sampler, args.assign, gen, known=known)
-    generated = decode(generated)
+    _, generated = solve(model, diffusion, codec.encode_batch(batch) if codec else batch,
+                         position_table(config).to(device), config["anchor"], args.steps, args.sampler, args.assign,
+                         gen, known=torch.ones_like(batch["missing"]), latents=codec is not None)
+    generated = codec.decode(generated) if codec else generated
     rows = [video_row(batch, np.arange(pieces)[None].repeat(b, 0), generated, i) for i in range(b)]
     if args.video:                                             # no ground truth for the user's clip
         rows = [(clips[:2], marks[:2]) for clips, marks in rows]
-        name = f"{stem(args.video)}_superres.gif"
-    else:
-        name = "superres.gif"
+    name = f"{stem(args.video)}_superres.gif" if args.video else "superres.gif"
     gif = write_rows(os.path.join(args.out, name), rows, ["input", "super-resolved", "ground truth"][:len(rows[0][0])])
     print(f"wrote {gif}: {int(keep.sum())} given pieces of {fpp} frames, {k} generated piece(s) between each pair "
           "(in red)")
@@ -357,15 +240,35 @@ def superres(args, model, diffusion, config, stride, test_set, encode, decode, d
 
 def main(args):
     ckpt = load_checkpoint(args.ckpt)
+    config = ckpt["config"]
     if args.out is None:
         args.out = os.path.join(os.path.dirname(os.path.abspath(args.ckpt)), "samples")
-    if ckpt["config"]["kind"] == "image":
-        if args.video or args.superres:
-            raise UserError(f"--video and --superres need a video checkpoint; {args.ckpt} is an image model")
-        return sample_image(args, ckpt)
-    if args.image:
+    if config["kind"] == "image" and (args.video or args.superres):
+        raise UserError(f"--video and --superres need a video checkpoint; {args.ckpt} is an image model")
+    if config["kind"] == "video" and args.image:
         raise UserError(f"--image needs an image checkpoint; {args.ckpt} is a video model (use --video)")
-    return sample_video(args, ckpt)
+    if config["kind"] == "image":
+        missing = config["missing"] if args.missing is None else args.missing
+        check_missing(missing, config["grid"][0] * config["grid"][1], int(config["anchor"]), "this checkpoint's grid")
+        stride = None
+    else:
+        missing = args.missing if args.missing is not None else (0 if args.video else config["missing"])
+        stride = config["frame_stride"] if args.frame_stride is None else args.frame_stride
+        check_video(config["pieces"], config["frames_per_piece"], missing, stride)
+    codec = VaeCodec(config["vae"]) if config.get("vae") else None
+    model, diffusion = build_model(config)
+    model.load_state_dict(ckpt["ema"])
+    device = resolve_device(args.device)
+    model.to(device).eval()
+    os.makedirs(args.out, exist_ok=True)
+    gen = torch.Generator(device).manual_seed(args.seed)
+    if args.image:
+        return solve_photo(args, model, diffusion, config, device, gen)
+    if args.superres:
+        return superres(args, model, diffusion, config, device, gen, codec, stride)
+    if args.video:
+        return order_clip(args, model, diffusion, config, device, gen, codec, missing, stride)
+    return score_test_set(args, ckpt, model, diffusion, device, gen, codec, missing, stride)
 
 
 def get_parser():

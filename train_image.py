@@ -17,12 +17,12 @@ from dataclasses import asdict, replace
 
 import torch
 
-from diffusion import PREDICTIONS, GaussianDiffusion
-from dit import CONFIGS, DiT, DiTConfig
-from jpdvt import add_train_flags, loss_weight, positive, resume_args, run_cli, solve, train
-from metrics import piece_accuracy, puzzle_accuracy
-from posenc import grid_table
-from puzzles import DATASETS, ImagePuzzles, UserError, parse_grid
+from diffusion import PREDICTIONS
+from dit import CONFIGS
+from errors import UserError, run_cli
+from jpdvt import build_model
+from puzzles import DATASETS, ImagePuzzles, check_missing, collate, parse_grid
+from training import add_train_flags, loss_weight, positive, resume_args, train
 
 # piece size and gap when the flags are left out: the paper's protocol for each dataset
 DATASET_DEFAULTS = {"shapes": (16, 0), "folder": (64, 0), "imagenet": (64, 0), "jpwleg3": (96, 48)}
@@ -36,42 +36,20 @@ def check_settings(args):
     gap = args.gap if args.gap is not None else gap
     if piece < 1 or gap < 0:
         raise UserError(f"--piece-size must be >= 1 and --gap >= 0, got {piece} and {gap}")
-    n = grid[0] * grid[1]
-    if not 0 <= args.missing < n - (1 if args.anchor else 0):
-        raise UserError(f"--missing must be between 0 and {n - 1 - (1 if args.anchor else 0)} for a "
-                        f"{grid[0]}x{grid[1]} grid{' with an anchor' if args.anchor else ''}, got {args.missing}")
+    check_missing(args.missing, grid[0] * grid[1], kept=int(args.anchor),
+                  what=f"a {grid[0]}x{grid[1]} grid{' with an anchor' if args.anchor else ''}")
     if args.dataset == "jpwleg3" and grid != (3, 3):
         raise UserError("--dataset jpwleg3 is a 3x3 protocol; use --grid 3")
     return grid, piece, gap
 
 
 def model_config(name, piece, patch):
+    """The DiT config of --model for --piece-size pieces cut into --patch-size patches."""
     cfg = replace(CONFIGS[name], piece_size=piece)
     patch = patch or max(d for d in range(1, min(cfg.patch_size, piece) + 1) if piece % d == 0)
     if piece % patch:
         raise UserError(f"--patch-size {patch} must divide --piece-size {piece}")
     return replace(cfg, patch_size=patch)
-
-
-def build_model(config):
-    """Rebuild the DiT and diffusion from a checkpoint's config dict."""
-    model = DiT(DiTConfig(**config["model"]))
-    return model, GaussianDiffusion(1000, prediction=config["prediction"])
-
-
-def collate(items):
-    return {k: torch.stack([it[k] for it in items]) for k in items[0]}
-
-
-def evaluate_batch(model, diffusion, batch, config, steps, sampler="ddim", method="hungarian", generator=None,
-                   progress=False):
-    """Solve a batch and score it (given pieces only). Returns (positions, content, {piece_acc, puzzle_acc})."""
-    table = grid_table(*config["grid"]).to(batch["content"].device)
-    pos, content = solve(model, diffusion, batch, table, config["anchor"], steps, sampler, method, generator,
-                         progress)
-    order, mask = batch["order"].cpu().numpy(), ~batch["missing"].cpu().numpy()
-    return pos, content, {"piece_acc": piece_accuracy(pos, order, mask), "puzzle_acc": puzzle_accuracy(pos, order,
-                                                                                                        mask)}
 
 
 def main(args):
@@ -88,12 +66,7 @@ def main(args):
     train_set = ImagePuzzles(args.dataset, "train", **data)
     test_set = ImagePuzzles(args.dataset, "test", **data)
     eval_batch = collate([test_set[i] for i in range(args.eval_puzzles)])
-    metrics = train(args, config, model, diffusion, train_set, grid_table(*grid), eval_batch, evaluate_batch, ckpt)
-    if train_set.skipped:
-        print(f"skipped {len(train_set.skipped)} unreadable or too-small images")
-    if metrics:
-        print(f"held-out accuracy ({args.eval_puzzles} puzzles, DDIM-{args.eval_steps}): "
-              f"piece {metrics['piece_acc']:.3f} puzzle {metrics['puzzle_acc']:.3f}")
+    train(args, config, model, diffusion, train_set, eval_batch, ckpt)
 
 
 def get_parser():

@@ -19,41 +19,25 @@ Writes OUT/ckpt.pt ({config, model, ema, opt, step}) and OUT/log.txt; --resume O
 Solve test puzzles, order your own clip or raise a video's frame rate with sample.py --ckpt OUT/ckpt.pt.
 """
 import argparse
-import os
 from dataclasses import asdict, replace
 
-import numpy as np
 import torch
 
-from diffusion import PREDICTIONS, GaussianDiffusion
-from jpdvt import add_train_flags, loss_weight, resume_args, run_cli, solve, train
-from metrics import kendall_distance, puzzle_accuracy
-from posenc import sequence_table
-from puzzles import VIDEO_DATASETS, UserError, VideoPuzzles
-from train_image import collate
-from unet3d import CONFIGS, UNet3D, UNetConfig
+from diffusion import PREDICTIONS
+from errors import UserError, run_cli
+from jpdvt import build_model
+from puzzles import VIDEO_DATASETS, VideoPuzzles, check_video, collate
+from training import add_train_flags, loss_weight, resume_args, train
+from unet3d import CONFIGS
+from vae import LATENT_CHANNELS, VAE_FACTOR, VaeCodec
 
 # frame side when --size is left out
 DATASET_SIZES = {"digits": 32, "movingmnist": 64, "videos": 64}
-# the Stable Diffusion autoencoder: 8x smaller frames with 4 channels, latents scaled to about unit variance
-VAE_FACTOR, LATENT_CHANNELS, LATENT_SCALE = 8, 4, 0.18215
 
-
-# ----------------------------------------------------------------------------
-# Settings and model
-# ----------------------------------------------------------------------------
 
 def check_settings(args):
     """Validate puzzle flags; returns the frame size. Raises UserError with a one-line fix."""
-    if args.pieces < 2:
-        raise UserError(f"--pieces must be at least 2 (the anchor and a piece to place), got {args.pieces}")
-    if args.frames_per_piece < 1:
-        raise UserError(f"--frames-per-piece must be at least 1, got {args.frames_per_piece}")
-    if not 0 <= args.missing < args.pieces - 1:
-        raise UserError(f"--missing must be between 0 and {args.pieces - 2} for {args.pieces} pieces (the anchor "
-                        f"and one more piece stay given), got {args.missing}")
-    if args.frame_stride < 1:
-        raise UserError(f"--frame-stride must be at least 1, got {args.frame_stride}")
+    check_video(args.pieces, args.frames_per_piece, args.missing, args.frame_stride)
     size = args.size if args.size is not None else DATASET_SIZES[args.dataset]
     cfg = CONFIGS[args.model]
     factor = cfg.patch_size * 2 ** (len(cfg.channels) - 1) * (VAE_FACTOR if args.vae else 1)
@@ -61,75 +45,6 @@ def check_settings(args):
         raise UserError(f"--size must be at least 8 and a multiple of {factor} for --model {args.model}"
                         f"{' with --vae' if args.vae else ''}, got {size}")
     return size
-
-
-def build_model(config):
-    """Rebuild the U-Net and diffusion from a checkpoint's config dict."""
-    model = UNet3D(UNetConfig(**config["model"]))
-    return model, GaussianDiffusion(1000, prediction=config["prediction"])
-
-
-class VaeCodec:
-    """
-    Frames <-> latents with a Stable-Diffusion-style autoencoder (diffusers AutoencoderKL) from a local folder
-    (config.json + weights). Used to diffuse in latent space: batches are encoded on the device before the loss,
-    generated latents are decoded only for pictures.
-    """
-
-    def __init__(self, folder):
-        if not os.path.isdir(folder):
-            raise UserError(f"--vae {folder} is not a folder; pass a local diffusers AutoencoderKL folder "
-                            "(config.json and weights)")
-        try:
-            from diffusers import AutoencoderKL
-        except ImportError:
-            raise UserError("--vae needs the optional diffusers package: pip install diffusers") from None
-        try:
-            self.vae = AutoencoderKL.from_pretrained(folder).eval().requires_grad_(False)
-        except (OSError, ValueError):
-            raise UserError(f"--vae {folder} could not be loaded as a diffusers AutoencoderKL; pass a folder with "
-                            "config.json and diffusion_pytorch_model.safetensors") from None
-
-    @torch.no_grad()
-    def _frames(self, x, fn):
-        """Apply fn to every frame of x (..., C, H, W), 64 frames at a time."""
-        self.vae.to(x.device)
-        flat = x.reshape(-1, *x.shape[-3:])                    # b n f c h w -> (b n f) c h w
-        out = torch.cat([fn(chunk) for chunk in flat.split(64)])
-        return out.reshape(*x.shape[:-3], *out.shape[1:])      # (b n f) c h w -> b n f c h w
-
-    def encode(self, frames):
-        """(..., 3, H, W) in [-1, 1] -> scaled latents (..., 4, H/8, W/8)."""
-        return self._frames(frames, lambda x: self.vae.encode(x).latent_dist.mean * LATENT_SCALE)
-
-    def decode(self, latents):
-        """Scaled latents (..., 4, h, w) -> frames (..., 3, 8h, 8w) in [-1, 1]."""
-        return self._frames(latents, lambda z: self.vae.decode(z / LATENT_SCALE).sample.clamp(-1, 1))
-
-    def encode_batch(self, batch):
-        """The puzzle batch with its frames replaced by latents."""
-        return {**batch, "content": self.encode(batch["content"])}
-
-
-# ----------------------------------------------------------------------------
-# Evaluation
-# ----------------------------------------------------------------------------
-
-def video_scores(positions, order):
-    """
-    Mean normalized Kendall distance between predicted and true positions (B, N), and the fraction of puzzles
-    fully ordered. Every piece counts: a missing one sits where the model put its generated frames.
-    """
-    return {"kendall": float(np.mean(kendall_distance(positions, order))), "exact": puzzle_accuracy(positions, order)}
-
-
-def evaluate_batch(model, diffusion, batch, config, steps, sampler="ddim", method="hungarian", generator=None,
-                   progress=False):
-    """Solve a batch (latents with --vae) and score it. Returns (positions, content, {kendall, exact})."""
-    table = sequence_table(config["pieces"]).to(batch["content"].device)
-    pos, content = solve(model, diffusion, batch, table, config["anchor"], steps, sampler, method, generator,
-                         progress)
-    return pos, content, video_scores(pos, batch["order"].cpu().numpy())
 
 
 # ----------------------------------------------------------------------------
@@ -154,13 +69,7 @@ def main(args):
     train_set = VideoPuzzles(args.dataset, "train", **data)
     test_set = VideoPuzzles(args.dataset, "test", **data)
     eval_batch = collate([test_set[i] for i in range(min(args.eval_puzzles, len(test_set)))])
-    metrics = train(args, config, model, diffusion, train_set, sequence_table(args.pieces), eval_batch,
-                    evaluate_batch, ckpt, codec.encode_batch if codec else None)
-    if train_set.skipped:
-        print(f"skipped {len(train_set.skipped)} unreadable or too-short videos")
-    if metrics:
-        print(f"held-out ({len(eval_batch['order'])} puzzles, DDIM-{args.eval_steps}): mean Kendall distance "
-              f"{metrics['kendall']:.3f}, exactly ordered {metrics['exact']:.3f}")
+    train(args, config, model, diffusion, train_set, eval_batch, ckpt, codec.encode_batch if codec else None)
 
 
 def get_parser():

@@ -26,14 +26,13 @@ like the paper's latent models (the paper config works on 32x32x4 latents with p
     # pos (B, N, 16), content (B, N, F, C, H, W), t (B,) long, missing, anchor (B, N) bool (anchor may be None)
     #  -> (B, N, 16), (B, N, F, C, H, W): eps or x0, whichever the diffusion is trained to predict
 """
-import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from dit import DiTBlock
+from dit import Attention, DiTBlock, TimestepEmbedder
 
 
 # ----------------------------------------------------------------------------- config
@@ -54,9 +53,9 @@ class UNetConfig:
     head_hidden: int = 128                 # width of the transformer over pieces that reads out positional codes
     head_depth: int = 3
     head_heads: int = 4
-
-
-PIECE_MAP_CHANNELS = 8                     # channels of the per-frame 8x8 layout the positional head reads
+    layout_channels: int = 8               # the positional head reads, of a piece's first and last frames, the
+    layout_pool: int = 8                   # U-Net features reduced to layout_channels and pooled to this side,
+    pixel_pool: int = 16                   # and the frame's pixels pooled to this side
 
 CONFIGS = {
     # Paper table: 64/128/256/512 wide, feature maps 32/16/8/4 on 32x32x4 latents, 3 P-3D layers, 8 x 64 heads.
@@ -70,14 +69,6 @@ CONFIGS = {
 
 
 # ----------------------------------------------------------------------------- embeddings
-
-def timestep_embedding(t, dim, max_period=10000.0):
-    """Sinusoidal embedding of integer timesteps t (B,) -> (B, dim), as in DDPM/DiT."""
-    half = dim // 2
-    freqs = torch.exp(-math.log(max_period) * torch.arange(half, device=t.device, dtype=torch.float32) / half)
-    args = t.float()[:, None] * freqs[None]                   # (B, half)
-    return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
-
 
 def mlp(d_in, d_hidden, d_out):
     return nn.Sequential(nn.Linear(d_in, d_hidden), nn.SiLU(), nn.Linear(d_hidden, d_out))
@@ -107,31 +98,18 @@ class ResBlock(nn.Module):
         return self.skip(x) + h                                # ((B T), c_out, H, W)
 
 
-class SelfAttention(nn.Module):
-    """Multi-head self-attention over the middle axis of (batch, tokens, C); no position embedding."""
-
-    def __init__(self, channels, heads, head_dim):
-        super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(channels, 3 * heads * head_dim)
-        self.proj = nn.Linear(heads * head_dim, channels)      # zero-init: residual branch starts at 0
-
-    def forward(self, x):                                      # (B', L, C)
-        b, l, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, l, 3, self.heads, -1).permute(2, 0, 3, 1, 4)  # 3 x (B', heads, L, d)
-        h = F.scaled_dot_product_attention(q, k, v)            # (B', heads, L, d)
-        return self.proj(h.transpose(1, 2).reshape(b, l, -1))  # (B', L, C)
-
-
 class Attention2Plus1D(nn.Module):
-    """Pseudo-3D attention: spatial over the H*W pixels of each frame, then temporal over the T frames per pixel."""
+    """
+    Pseudo-3D attention: spatial over the H*W pixels of each frame, then temporal over the T frames per pixel
+    (dit.Attention, no position embedding: the frames form a set). Each output projection starts at zero.
+    """
 
     def __init__(self, channels, heads, head_dim, groups):
         super().__init__()
         self.norm_s = nn.GroupNorm(groups, channels)
-        self.spatial = SelfAttention(channels, heads, head_dim)
+        self.spatial = Attention(channels, heads, head_dim)
         self.norm_t = nn.GroupNorm(groups, channels)
-        self.temporal = SelfAttention(channels, heads, head_dim)
+        self.temporal = Attention(channels, heads, head_dim)
 
     def forward(self, x, frames):                              # x ((B T), C, H, W), frames = T
         bt, c, h, w = x.shape
@@ -199,7 +177,7 @@ class UNet3D(nn.Module):
         emb_dim = 4 * ch[0]
 
         # conditioning: timestep, missing and anchor flags, frame index inside a piece -> one vector per frame
-        self.time_mlp = mlp(ch[0], emb_dim, emb_dim)
+        self.t_embed = TimestepEmbedder(emb_dim, freq_dim=ch[0])
         self.missing_embed = nn.Embedding(2, emb_dim)
         self.anchor_embed = nn.Embedding(2, emb_dim)
         self.frame_embed = nn.Parameter(torch.zeros(cfg.frames_per_piece, emb_dim))
@@ -226,13 +204,14 @@ class UNet3D(nn.Module):
         # heads
         self.content_out = nn.Sequential(nn.GroupNorm(cfg.norm_groups, ch[0]), nn.SiLU(),
                                          nn.Conv2d(ch[0], p2 * cfg.in_channels, 3, padding=1))
-        # positional head: one token per piece made of the 8x8 feature layout and the 16x16 pooled pixels of its
-        # first and last frames (what is where at a piece's two ends is what orders pieces), its noisy code and
-        # its conditioning; the tokens then go through a small transformer over the set of pieces (adaLN on the
-        # timestep, no position embedding), made of the image model's DiT blocks
+        # positional head: one token per piece made of the feature layout (layout_channels x layout_pool^2) and
+        # the pooled pixels (in_channels x pixel_pool^2) of its first and last frames (what is where at a piece's
+        # two ends is what orders pieces), its noisy code and its conditioning; the tokens then go through a small
+        # transformer over the set of pieces (adaLN on the timestep, no position embedding) of DiT blocks
         d = cfg.head_hidden
-        self.pos_reduce = nn.Conv2d(ch[0], PIECE_MAP_CHANNELS, 1)
-        self.pos_in = nn.Linear(2 * (PIECE_MAP_CHANNELS * 64 + cfg.in_channels * 256) + cfg.pos_dim, d)
+        end_dim = cfg.layout_channels * cfg.layout_pool ** 2 + cfg.in_channels * cfg.pixel_pool ** 2
+        self.pos_reduce = nn.Conv2d(ch[0], cfg.layout_channels, 1)
+        self.pos_in = nn.Linear(2 * end_dim + cfg.pos_dim, d)
         self.pos_cond = nn.Linear(emb_dim, d)
         self.head_time = nn.Linear(emb_dim, d)
         self.piece_blocks = nn.ModuleList([DiTBlock(d, cfg.head_heads, 2 * d) for _ in range(cfg.head_depth)])
@@ -251,7 +230,7 @@ class UNet3D(nn.Module):
         nn.init.normal_(self.frame_embed, std=0.02)
         zero = [self.content_out[-1], self.pos_out[-1]]
         zero += [m.conv2 for m in self.modules() if isinstance(m, ResBlock)]
-        zero += [m.proj for m in self.modules() if isinstance(m, SelfAttention)]
+        zero += [a.proj for m in self.modules() if isinstance(m, Attention2Plus1D) for a in (m.spatial, m.temporal)]
         for blk in self.piece_blocks:                              # adaLN-Zero, as in dit.py
             nn.init.zeros_(blk.adaLN_modulation[-1].weight)
             nn.init.zeros_(blk.adaLN_modulation[-1].bias)
@@ -274,7 +253,8 @@ class UNet3D(nn.Module):
         # ---- per-frame conditioning vector
         if anchor is None:
             anchor = torch.zeros_like(missing)
-        emb = (self.time_mlp(timestep_embedding(t, cfg.channels[0]))[:, None]   # (B, 1, D)
+        temb = self.t_embed(t)                                                  # (B, D)
+        emb = (temb[:, None]                                                    # (B, 1, D)
                + self.pos_embed(pos)
                + self.missing_embed(missing.long())
                + self.anchor_embed(anchor.long()))                              # (B, N, D) piece embedding
@@ -304,12 +284,13 @@ class UNet3D(nn.Module):
         content_out = F.pixel_shuffle(self.content_out(x), cfg.patch_size)  # (b t) (c p p) h w -> (b t) c (h p) (w p)
         content_out = content_out.reshape(b, n, f, c, h, w)                     # (b n f) c h w -> b n f c h w
 
-        layout = F.adaptive_avg_pool2d(self.pos_reduce(x), 8).reshape(b, n, f, -1)  # (b n f) c 8 8 -> b n f (c 8 8)
-        raw = F.adaptive_avg_pool2d(content.reshape(b * frames, c, h, w), 16).reshape(b, n, f, -1)  # the frames
-        ends = torch.cat([layout[:, :, 0], raw[:, :, 0], layout[:, :, -1], raw[:, :, -1], pos.to(x.dtype)], dim=-1)
-        h = self.pos_in(ends) + self.pos_cond(F.silu(emb))                         # (B, N, D) piece tokens
-        c = self.head_time(F.silu(self.time_mlp(timestep_embedding(t, cfg.channels[0]))))  # (B, D)
+        # (b n f) c h w -> b n f (c l l): the layout of every frame's features and its pooled pixels
+        layout = F.adaptive_avg_pool2d(self.pos_reduce(x), cfg.layout_pool).reshape(b, n, f, -1)
+        pixels = F.adaptive_avg_pool2d(content.reshape(b * frames, c, h, w), cfg.pixel_pool).reshape(b, n, f, -1)
+        ends = torch.cat([layout[:, :, 0], pixels[:, :, 0], layout[:, :, -1], pixels[:, :, -1], pos.to(x.dtype)],
+                         dim=-1)                                                   # (B, N, 2 end_dim + pos_dim)
+        tokens = self.pos_in(ends) + self.pos_cond(F.silu(emb))                    # (B, N, D) piece tokens
+        cond = self.head_time(F.silu(temb))                                        # (B, D)
         for blk in self.piece_blocks:
-            h = blk(h, c)                                                          # attention across pieces
-        pos_out = self.pos_out(h)                                                  # (B, N, pos_dim)
-        return pos_out, content_out
+            tokens = blk(tokens, cond)                                             # attention across pieces
+        return self.pos_out(tokens), content_out                                  # (B, N, pos_dim), frames

@@ -12,7 +12,9 @@ from diffusion import GaussianDiffusion
 from dit import CONFIGS, DiT, DiTConfig
 from jpdvt import puzzle_loss
 from posenc import grid_table
-from puzzles import ImagePuzzles, UserError, assemble, cut_image, parse_grid, shapes_image, shuffle_pieces
+from errors import UserError
+from puzzles import ImagePuzzles, assemble, cut_image, parse_grid, shuffle_pieces
+from synthetic import shapes_image
 
 
 # ----------------------------------------------------------------------------- puzzles
@@ -46,7 +48,7 @@ def test_shapes_dataset_deterministic_and_disjoint():
     b = ImagePuzzles("shapes", "train", (3, 3), 8, missing=2, anchor=True)
     t = ImagePuzzles("shapes", "test", (3, 3), 8, missing=2, anchor=True)
     assert torch.equal(a[5]["content"], b[5]["content"]) and torch.equal(a[5]["order"], b[5]["order"])
-    assert not torch.equal(a[5]["image"], t[5]["image"])
+    assert not torch.equal(a[5]["content"], t[5]["content"])
     item = t[3]
     assert item["content"].shape == (9, 3, 8, 8) and item["content"].min() >= -1 and item["content"].max() <= 1
     assert item["missing"].sum() == 2 and not item["missing"][0]       # exactly K at test time; anchor kept
@@ -132,8 +134,8 @@ def test_sample_end_to_end(image_ckpt, tmp_path):
     assert m["num_puzzles"] == 6 and 0 <= m["piece_acc"] <= 1 and 0 <= m["puzzle_acc"] <= 1
     assert m["missing"] == 1 and m["steps"] == 5 and m["sampler"] == "ddpm"
     png = Image.open(tmp_path / "examples.png")
-    side = 4 * 18 + 3 * 6                 # 4 panels of 2x2 8 px pieces; rows = first batch of 4 puzzles
-    assert png.size == (side * (480 // side), side * (480 // side))       # enlarged to stay visible
+    width, height = 4 * 18 + 3 * 6, 6 * 18 + 5 * 6   # 4 panels of 2x2 8 px pieces; a row per puzzle (6 < 8)
+    assert png.size == (width * (480 // width), height * (480 // width))  # enlarged to stay visible
     py("sample.py", "--ckpt", image_ckpt, "--num-puzzles", "2", "--steps", "3", "--sampler", "ddim",
        "--assign", "greedy", "--missing", "0", "--out", tmp_path / "b")
     assert json.loads((tmp_path / "b" / "metrics.json").read_text())["assign"] == "greedy"

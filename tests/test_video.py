@@ -12,7 +12,9 @@ from conftest import py
 from diffusion import GaussianDiffusion
 from jpdvt import solve
 from posenc import sequence_table
-from puzzles import UserError, VideoPuzzles, moving_digits
+from errors import UserError
+from puzzles import VideoPuzzles
+from synthetic import moving_digits
 from unet3d import CONFIGS, UNet3D
 
 TINY_VIDEO = ["--size", "16", "--pieces", "3", "--frames-per-piece", "2", "--batch-size", "2", "--eval-puzzles", "2",

@@ -1,11 +1,14 @@
-"""Video data in puzzles.py: glyphs, synthetic moving digits, file readers, puzzles and the GIF writer."""
+"""Video data: glyphs and moving digits (synthetic.py), file readers (sources.py), puzzles, the GIF writer."""
 import imageio.v3 as iio
 import numpy as np
 import pytest
 from PIL import Image
 
-from puzzles import (UserError, draw_digit_glyphs, list_videos, load_movingmnist, make_video_puzzle, moving_digits,
-                     read_video, unshuffle_video, write_gif)
+from errors import UserError
+from pictures import write_gif
+from puzzles import make_video_puzzle, unshuffle_video
+from sources import list_videos, load_movingmnist, read_video
+from synthetic import draw_digit_glyphs, moving_digits
 
 
 # ----------------------------------------------------------------------------- synthetic digits
@@ -132,8 +135,8 @@ def test_write_gif(tmp_path):
 
 
 def test_read_mp4_without_backend_names_the_package(tmp_path, monkeypatch):
-    import puzzles
-    monkeypatch.setattr(puzzles, "find_spec", lambda name: None)  # as if neither ffmpeg nor av is there
+    import sources
+    monkeypatch.setattr(sources, "find_spec", lambda name: None)  # as if neither ffmpeg nor av is there
     (tmp_path / "clip.mp4").write_bytes(b"\x00" * 16)
     with pytest.raises(UserError, match="pip install imageio-ffmpeg"):
         read_video(tmp_path / "clip.mp4")

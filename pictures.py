@@ -1,0 +1,136 @@
+"""
+Pictures of puzzles, for people who would rather look than read: PNG grids of image puzzles and animated GIFs
+of video puzzles (written by sample.py).
+
+- Image rows: shuffled input (missing pieces grey) | solved | solved and inpainted | ground truth (the paper's
+  JPDVT-S and JPDVT-SI columns).
+- Video rows: shuffled input | solved (generated frames outlined in red) | ground truth, one puzzle per row.
+
+    save_png("examples.png", stack([image_row(batch, positions, content, grid, k) for k in range(4)], axis=0))
+    write_gif("examples.gif", [[clip, solved_clip]], labels=["shuffled", "solved"])
+"""
+import imageio.v3 as iio
+import numpy as np
+from PIL import Image, ImageDraw
+
+from puzzles import assemble, unshuffle_video
+from sources import fit_channels
+
+
+# ----------------------------------------------------------------------------
+# Images
+# ----------------------------------------------------------------------------
+
+def to_uint8(img):
+    return (np.clip(img, 0, 1) * 255).round().astype(np.uint8)
+
+
+def save_png(path, img, min_width=480):
+    """Save a [0, 1] picture, enlarged by a whole factor (nearest) so small pieces stay visible."""
+    k = max(1, min_width // img.shape[1])
+    Image.fromarray(to_uint8(img)).resize((img.shape[1] * k, img.shape[0] * k), Image.NEAREST).save(path)
+
+
+def stack(panels, axis=1, gap=6):
+    """Panels (H, W, 3) side by side (axis 1) or one above the other (axis 0), with white gaps between them."""
+    shape = list(panels[0].shape)
+    shape[axis] = gap
+    sep = np.ones(shape, dtype=np.float32)
+    return np.concatenate(sum(([p, sep] for p in panels), [])[:-1], axis=axis)
+
+
+def pieces_np(content):
+    """(N, C, P, P) in [-1, 1] -> (N, P, P, C) in [0, 1]."""
+    return ((content.float().cpu() + 1) / 2).permute(0, 2, 3, 1).numpy()
+
+
+def image_row(batch, positions, content, grid, k):
+    """One picture row of puzzle k: shuffled input | solved (S) | solved and inpainted (SI) | ground truth."""
+    n = grid[0] * grid[1]
+    given = pieces_np(batch["content"][k])
+    missing = batch["missing"][k].cpu().numpy()
+    shown = np.where(missing[:, None, None, None], 0.5, given)        # missing pieces are grey in the input
+    gen = pieces_np(content[k])
+    placed = np.where(missing, -1, positions[k])
+    return stack([assemble(shown, np.arange(n), grid, border=2, fill=1.0),
+                  assemble(given, placed, grid, border=2, fill=1.0),
+                  assemble(np.where(missing[:, None, None, None], gen, given), positions[k], grid, border=2, fill=1.0),
+                  assemble(given, batch["order"][k].cpu().numpy(), grid, border=2, fill=1.0)])
+
+
+# ----------------------------------------------------------------------------
+# Videos
+# ----------------------------------------------------------------------------
+
+def frames_np(content):
+    """(N, F, C, H, W) in [-1, 1] -> (N, F, H, W, C) in [0, 1]."""
+    return ((content.float().cpu() + 1) / 2).permute(0, 1, 3, 4, 2).numpy()
+
+
+def video_row(batch, positions, generated, k):
+    """
+    Clips of puzzle k, each (N*F, H, W, C): shuffled input (missing pieces grey) | solved (generated pieces put
+    where the model placed them, marked) | ground truth; and the marks (per clip a (N*F,) bool or None).
+    """
+    real = frames_np(batch["content"][k])                      # (N, F, H, W, C), missing pieces' true frames too
+    missing = batch["missing"][k].cpu().numpy()
+    f = real.shape[1]
+    gone = missing[:, None, None, None, None]
+    slot_generated = np.empty_like(missing)
+    slot_generated[positions[k]] = missing                     # which time slots got a generated piece
+    clips = [np.where(gone, 0.5, real).reshape(-1, *real.shape[2:]),   # n f h w c -> (n f) h w c
+             unshuffle_video(np.where(gone, frames_np(generated[k]), real), positions[k]),
+             unshuffle_video(real, batch["order"][k].cpu().numpy())]
+    return clips, [None, np.repeat(slot_generated, f), None]
+
+
+def write_rows(path, rows, labels):
+    """write_gif of video_row outputs; returns path."""
+    write_gif(path, [clips for clips, _ in rows], labels, marks=[marks for _, marks in rows])
+    return path
+
+
+def _to_rgb_uint8(frames):
+    """(T, H, W) or (T, H, W, 1|3) float in [0, 1] -> uint8 (T, H, W, 3)."""
+    frames = np.asarray(frames, np.float32)
+    if frames.ndim == 3:
+        frames = frames[..., None]
+    return (np.clip(fit_channels(frames, 3), 0, 1) * 255 + 0.5).astype(np.uint8)
+
+
+def write_gif(path, rows, labels=None, fps=4, marks=None, min_size=96):
+    """
+    Animated GIF of a grid of clips: rows (e.g. one per puzzle) of clips side by side (e.g. shuffled | solved |
+    ground truth). Each clip is a (T, H, W) or (T, H, W, 1|3) float array in [0, 1], all of the same T, H, W;
+    labels: a title per column; marks: nested like rows, per clip a bool (T,) (or None) of frames to outline in
+    red (generated frames). Small frames are upscaled (nearest) to at least `min_size` pixels.
+    """
+    clips = [[_to_rgb_uint8(c) for c in row] for row in rows]
+    shapes = {c.shape for row in clips for c in row}
+    if len(shapes) != 1:
+        raise ValueError(f"all clips must have the same (T, H, W), got {sorted(s[:3] for s in shapes)}")
+    t, h, w, _ = shapes.pop()
+    k = max(1, -(-min_size // min(h, w)))                      # ceil(min_size / min(h, w))
+    h, w, border, gap, header = h * k, w * k, 3, 6, (14 if labels else 0)
+    cols = max(len(row) for row in clips)
+    red = np.array([255, 0, 0], np.uint8)
+
+    canvas = np.full((t, header + len(clips) * (h + gap) + gap, cols * (w + gap) + gap, 3), 32, np.uint8)
+    for r, row in enumerate(clips):
+        y0 = header + gap + r * (h + gap)
+        for c, clip in enumerate(row):
+            x0 = gap + c * (w + gap)
+            canvas[:, y0:y0 + h, x0:x0 + w] = clip.repeat(k, axis=1).repeat(k, axis=2)  # t h w c -> t (h k) (w k) c
+            if marks is not None and marks[r][c] is not None:  # red frame around the marked time steps
+                m = np.asarray(marks[r][c], bool)
+                canvas[m, y0 - border:y0, x0 - border:x0 + w + border] = red
+                canvas[m, y0 + h:y0 + h + border, x0 - border:x0 + w + border] = red
+                canvas[m, y0:y0 + h, x0 - border:x0] = red
+                canvas[m, y0:y0 + h, x0 + w:x0 + w + border] = red
+    if labels:                                                 # titles in a strip above the columns
+        strip = Image.fromarray(canvas[0, :header])
+        draw = ImageDraw.Draw(strip)
+        for c, label in enumerate(labels):
+            draw.text((gap + c * (w + gap), 2), str(label), fill=(230, 230, 230))
+        canvas[:, :header] = np.asarray(strip)
+    iio.imwrite(path, canvas, extension=".gif", duration=int(round(1000 / fps)), loop=0)

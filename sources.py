@@ -1,0 +1,219 @@
+"""
+Where real pixels come from: image files, video files and frame folders, and their train/test splits.
+
+- Images (train_image.py --dataset folder/imagenet/jpwleg3): every image file under a folder; `fit_image` resizes
+  to cover the puzzle's area and crops it (random in training, the centre at test time: the paper's protocol).
+- Videos (train_video.py --dataset videos, sample.py --video): video files (mp4, avi, gif, ...) or folders of
+  frame images, decoded with imageio, every `frame_stride`-th frame kept (the paper's temporal downsampling).
+- Splits: `train/` and `val/` (or `test/`, `validation/`) subfolders when present; a folder with only `train/`
+  gives up a fixed 5% of it (by a hash of the file name) as the test split; a flat folder is split 95/5 the same
+  way. The two splits never share a file.
+
+    files = split_files("~/photos", "train", "folder", list_images, "images", IMAGE_EXTS)
+    img = fit_image(Image.open(files[0]), 48, 48)                           # (48, 48, 3) in [0, 1]
+    clip = read_video("clip.mp4", frame_stride=2, size=64)                  # (T, 64, 64, C) in [0, 1]
+"""
+import hashlib
+import os
+import re
+from importlib.util import find_spec
+
+import imageio.v3 as iio
+import numpy as np
+from PIL import Image
+
+from errors import UserError
+
+IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+VIDEO_EXTS = (".mp4", ".avi", ".gif", ".mov", ".webm", ".mkv")
+FFMPEG_EXTS = (".mp4", ".avi", ".mov", ".webm", ".mkv")  # containers imageio can only decode with ffmpeg/pyav
+FRAME_EXTS = tuple(e for e in IMAGE_EXTS if e != ".gif")  # images of a frame folder (a .gif is a video)
+TEST_FRACTION = 0.05                                       # share of a folder without a test/ subfolder held out
+EVAL_FOLDERS = ("val", "test", "validation")               # subfolder names of the test split
+MOVINGMNIST_FILE = "mnist_test_seq.npy"
+
+
+# ----------------------------------------------------------------------------
+# Splits
+# ----------------------------------------------------------------------------
+
+def is_held_out(path, root):
+    """True for the fixed ~5% of files (by a hash of the path under root) that form the test split."""
+    return hashlib.md5(os.path.relpath(path, root).encode()).digest()[0] / 256 < TEST_FRACTION
+
+
+def split_files(data_dir, split, dataset, lister, what, exts):
+    """
+    Files of one split ("train" or "test"), found by lister(folder). Layouts: train/ + val/ (or test/): each split
+    its folder; train/ only: the held-out 5% of train/ is the test split; val/ (or test/) only: that folder is the
+    test split and there is nothing to train on; flat: 95/5 by hash. `what` and `exts` are for the messages.
+    """
+    if not data_dir:
+        raise UserError(f"--dataset {dataset} needs --data-dir pointing at a folder of {what}")
+    if not os.path.isdir(data_dir):
+        raise UserError(f"--data-dir {data_dir} does not exist or is not a folder; pass a folder of {what}")
+    train_dir = os.path.join(data_dir, "train")
+    evals = [os.path.join(data_dir, n) for n in EVAL_FOLDERS if os.path.isdir(os.path.join(data_dir, n))]
+    has_train = os.path.isdir(train_dir)
+    if evals and split == "test":
+        files = lister(evals[0])
+    elif evals and has_train:
+        files = lister(train_dir)
+    elif evals:
+        raise UserError(f"--data-dir {data_dir} has {os.path.basename(evals[0])}/ but no train/ folder; add "
+                        f"train/ with the training {what} (the test {what} are never trained on)")
+    else:                                                  # carve a disjoint test split out of train/ or the folder
+        root = train_dir if has_train else data_dir
+        files = [f for f in lister(root) if is_held_out(f, root) == (split == "test")]
+    if not files:
+        raise UserError(f"--data-dir {data_dir} holds no {split} {what} ({', '.join(exts)}); check the path")
+    return files
+
+
+# ----------------------------------------------------------------------------
+# Images
+# ----------------------------------------------------------------------------
+
+def fit_image(img, height, width, rng=None, hflip=False):
+    """Resize a PIL image to cover (height, width), crop (random if rng, else centre), optional random flip."""
+    img = img.convert("RGB")
+    scale = max(height / img.height, width / img.width)
+    nh, nw = max(height, round(img.height * scale)), max(width, round(img.width * scale))
+    img = img.resize((nw, nh), Image.BICUBIC)
+    if rng is not None:
+        y, x = int(rng.integers(0, nh - height + 1)), int(rng.integers(0, nw - width + 1))
+    else:
+        y, x = (nh - height) // 2, (nw - width) // 2
+    img = img.crop((x, y, x + width, y + height))
+    if hflip and rng is not None and rng.random() < 0.5:
+        img = img.transpose(Image.FLIP_LEFT_RIGHT)
+    return np.asarray(img, dtype=np.float32) / 255.0
+
+
+def list_images(root):
+    """All image files under root (recursive), sorted."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        dirnames.sort()
+        out += [os.path.join(dirpath, f) for f in sorted(filenames) if f.lower().endswith(IMAGE_EXTS)]
+    return out
+
+
+# ----------------------------------------------------------------------------
+# Videos
+# ----------------------------------------------------------------------------
+
+def load_movingmnist(path):
+    """
+    The standard MovingMNIST file mnist_test_seq.npy (or a folder holding it), stored (20 frames, 10000 videos,
+    64, 64) uint8, as a memory-mapped uint8 view (videos, frames, 64, 64). Any number of videos is accepted.
+    """
+    if not path:
+        raise UserError(f"--dataset movingmnist needs --data-dir pointing at {MOVINGMNIST_FILE} or its folder")
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        path = os.path.join(path, MOVINGMNIST_FILE)
+    if not os.path.isfile(path):
+        raise UserError(f"--data-dir {path} not found; download {MOVINGMNIST_FILE} and pass the file or its folder")
+    if not path.endswith(".npy"):
+        raise UserError(f"--data-dir {path} must be a .npy file like {MOVINGMNIST_FILE}")
+    try:
+        data = np.load(path, mmap_mode="r")
+    except (OSError, ValueError):
+        raise UserError(f"--data-dir {path} could not be read as a .npy array; download {MOVINGMNIST_FILE} "
+                        "again") from None
+    if data.ndim != 4 or data.shape[0] != 20 or data.shape[2:] != (64, 64) or data.dtype != np.uint8:
+        raise UserError(f"--data-dir {path} holds a {data.dtype} array of shape {data.shape}; MovingMNIST needs "
+                        "uint8 (20, 10000, 64, 64) = (frames, videos, height, width)")
+    return data.transpose(1, 0, 2, 3)                          # t n h w -> n t h w
+
+
+def _natural_key(name):
+    """Sort key putting frame_2 before frame_10."""
+    return [int(s) if s.isdigit() else s.lower() for s in re.split(r"(\d+)", name)]
+
+
+def _to_float_frame(frame):
+    """An image array (H, W), (H, W, 1|3|4) of any integer/float dtype -> float32 (H, W, C) in [0, 1], C = 1 or 3."""
+    frame = np.asarray(frame)
+    if frame.ndim == 2:
+        frame = frame[..., None]
+    if frame.shape[-1] == 4:                                   # drop alpha
+        frame = frame[..., :3]
+    if np.issubdtype(frame.dtype, np.integer):
+        return frame.astype(np.float32) / np.iinfo(frame.dtype).max
+    return np.clip(frame.astype(np.float32), 0, 1)
+
+
+def _resize(frame, size):
+    """float32 (H, W, C) -> (size, size, C) with PIL bicubic (anti-aliased when shrinking)."""
+    chans = [Image.fromarray(frame[..., c]).resize((size, size), Image.Resampling.BICUBIC)
+             for c in range(frame.shape[-1])]
+    return np.clip(np.stack([np.asarray(c) for c in chans], -1), 0, 1)
+
+
+def fit_channels(frames, channels):
+    """(T, H, W, C) -> (T, H, W, channels): grey -> RGB by repeating, RGB -> grey by averaging."""
+    if frames.shape[-1] == channels:
+        return frames
+    if channels == 1:
+        return frames.mean(axis=-1, keepdims=True)
+    return np.repeat(frames, channels, axis=-1)
+
+
+def require_backend(path):
+    """A UserError naming the package to install when decoding `path` needs an ffmpeg backend that is missing."""
+    if path.lower().endswith(FFMPEG_EXTS) and find_spec("imageio_ffmpeg") is None and find_spec("av") is None:
+        raise UserError(f"reading {os.path.basename(path)} needs an ffmpeg backend for imageio: "
+                        "pip install imageio-ffmpeg")
+
+
+def read_video(path, frame_stride=1, size=None, max_frames=None):
+    """
+    Frames of a video file (mp4/avi/gif/...) or of a folder of frame images (sorted by name), as float32
+    (T, H, W, C) in [0, 1] with C = 1 (grayscale images) or 3. Keeps every `frame_stride`-th frame (the paper's
+    temporal downsampling), at most `max_frames` of them, resized to size x size when `size` is given.
+    """
+    path = os.fspath(path)
+    frames = []
+    if os.path.isdir(path):
+        names = sorted((f for f in os.listdir(path) if f.lower().endswith(FRAME_EXTS)), key=_natural_key)
+        try:
+            for name in names[::frame_stride][:max_frames]:
+                with Image.open(os.path.join(path, name)) as img:
+                    img = img.convert("L" if img.mode in ("1", "L", "LA", "I", "I;16") else "RGB")
+                    frames.append(_to_float_frame(np.asarray(img)))
+        except (OSError, ValueError, Image.DecompressionBombError):
+            raise UserError(f"a frame image in {path} could not be read; check the folder's images") from None
+    elif os.path.isfile(path):
+        require_backend(path)
+        plugin = "pillow" if path.lower().endswith(".gif") else None
+        try:
+            for i, frame in enumerate(iio.imiter(path, plugin=plugin)):
+                if max_frames is not None and len(frames) >= max_frames:
+                    break
+                if i % frame_stride == 0:
+                    frames.append(_to_float_frame(frame))
+        except Exception:                                      # decoders raise many kinds of errors on bad files
+            raise UserError(f"video {path} could not be read; pass an intact video file or a folder of frames") \
+                from None
+    else:
+        raise UserError(f"video {path} not found; pass a video file or a folder of frame images")
+    if not frames:
+        raise UserError(f"{path} holds no frames; pass a video file or a folder of frame images")
+    if size is not None:
+        frames = [_resize(f, size) for f in frames]
+    if len({f.shape for f in frames}) > 1:
+        raise UserError(f"frames of {path} differ in size or channels; pass --size to resize them")
+    return np.stack(frames)                                    # (T, H, W, C)
+
+
+def list_videos(root):
+    """Sorted paths of every video file and every frame folder (a folder directly holding images) under root."""
+    found = []
+    for folder, dirs, files in os.walk(os.fspath(root), followlinks=True):
+        dirs.sort()
+        found += [os.path.join(folder, f) for f in files if f.lower().endswith(VIDEO_EXTS)]
+        if any(f.lower().endswith(FRAME_EXTS) for f in files):
+            found.append(folder)
+    return sorted(found)
