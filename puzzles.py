@@ -27,12 +27,14 @@ import torch
 from PIL import Image
 
 from errors import UserError
-from sources import (IMAGE_EXTS, MOVINGMNIST_FILE, VIDEO_EXTS, _resize, fit_channels, fit_image, list_images,
-                     list_videos, load_movingmnist, read_video, require_backend, split_files)
+from mnist import MOVINGMNIST_FILE, is_mnist_dir, load_movingmnist, mnist_digits, moving_mnist
+from sources import (IMAGE_EXTS, VIDEO_EXTS, _resize, fit_channels, fit_image, list_images, list_videos, read_video,
+                     require_backend, split_files)
 from synthetic import moving_digits, shapes_image
 
 SPLITS = {"train": 0, "test": 1}
 ENDLESS = 2 ** 62                                          # length of an unlimited stream (built-in data)
+MNIST_TEST_CLIPS = 10000                                   # Moving MNIST generated from the t10k digits: test clips
 
 
 # ----------------------------------------------------------------------------
@@ -243,7 +245,8 @@ def video_item(puzzle):
 
 VIDEO_DATASETS = {
     "digits": "built-in moving digits, MovingMNIST-like (no data needed)",
-    "movingmnist": f"{MOVINGMNIST_FILE} (--data-dir): 9000 train / 1000 test videos of 20 frames, 64 px",
+    "movingmnist": f"Moving MNIST (--data-dir): the MNIST IDX files (clips generated on the fly, training digits for "
+                   f"training, t10k digits for testing) or {MOVINGMNIST_FILE} (9000 train / 1000 test clips)",
     "videos": "a folder of video files (mp4, avi, gif, ...) or frame folders (--data-dir)",
 }
 
@@ -264,8 +267,11 @@ class VideoPuzzles(torch.utils.data.Dataset):
         self.span = pieces * frames_per_piece                  # frames of one puzzle, after striding
         self.train = split == "train"
         self.vary_missing = self.train if vary_missing is None else vary_missing  # train: 0..K missing
-        self.videos = self.files = None
-        if dataset == "movingmnist":
+        self.videos = self.files = self.mnist_dir = None
+        if dataset == "movingmnist" and data_dir and is_mnist_dir(data_dir):
+            self.mnist_dir = data_dir
+            mnist_digits(data_dir, split)                      # a missing or broken file fails here, in one line
+        elif dataset == "movingmnist":
             data = load_movingmnist(data_dir)
             cut = len(data) * 9 // 10                          # 10000 videos: 9000 train, 1000 test
             self.videos = data[:cut] if self.train else data[cut:]
@@ -283,12 +289,17 @@ class VideoPuzzles(torch.utils.data.Dataset):
     def __len__(self):
         if self.videos is not None:
             return len(self.videos)
+        if self.mnist_dir is not None and not self.train:
+            return MNIST_TEST_CLIPS
         return len(self.files) if self.files is not None else ENDLESS
 
     def source(self, i, rng):
         """The clip (T, size, size, channels) in [0, 1] of stream position i, every frame_stride-th frame, T >= P*F."""
         if self.dataset == "digits":
             clip = moving_digits(rng, self.span * self.stride, self.size)[::self.stride, :, :, None]
+        elif self.mnist_dir is not None:
+            digits = mnist_digits(self.mnist_dir, self.split)
+            clip = moving_mnist(digits, rng, max(20, self.span * self.stride), self.size)[::self.stride, :, :, None]
         elif self.videos is not None:
             clip = self.videos[i, ::self.stride, :, :, None].astype(np.float32) / 255
             if self.size != clip.shape[1]:

@@ -30,7 +30,6 @@ FFMPEG_EXTS = (".mp4", ".avi", ".mov", ".webm", ".mkv")  # containers imageio ca
 FRAME_EXTS = tuple(e for e in IMAGE_EXTS if e != ".gif")  # images of a frame folder (a .gif is a video)
 TEST_FRACTION = 0.05                                       # share of a folder without a test/ subfolder held out
 EVAL_FOLDERS = ("val", "test", "validation")               # subfolder names of the test split
-MOVINGMNIST_FILE = "mnist_test_seq.npy"
 
 
 # ----------------------------------------------------------------------------
@@ -102,31 +101,6 @@ def list_images(root):
 # ----------------------------------------------------------------------------
 # Videos
 # ----------------------------------------------------------------------------
-
-def load_movingmnist(path):
-    """
-    The standard MovingMNIST file mnist_test_seq.npy (or a folder holding it), stored (20 frames, 10000 videos,
-    64, 64) uint8, as a memory-mapped uint8 view (videos, frames, 64, 64). Any number of videos is accepted.
-    """
-    if not path:
-        raise UserError(f"--dataset movingmnist needs --data-dir pointing at {MOVINGMNIST_FILE} or its folder")
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        path = os.path.join(path, MOVINGMNIST_FILE)
-    if not os.path.isfile(path):
-        raise UserError(f"--data-dir {path} not found; download {MOVINGMNIST_FILE} and pass the file or its folder")
-    if not path.endswith(".npy"):
-        raise UserError(f"--data-dir {path} must be a .npy file like {MOVINGMNIST_FILE}")
-    try:
-        data = np.load(path, mmap_mode="r")
-    except (OSError, ValueError):
-        raise UserError(f"--data-dir {path} could not be read as a .npy array; download {MOVINGMNIST_FILE} "
-                        "again") from None
-    if data.ndim != 4 or data.shape[0] != 20 or data.shape[2:] != (64, 64) or data.dtype != np.uint8:
-        raise UserError(f"--data-dir {path} holds a {data.dtype} array of shape {data.shape}; MovingMNIST needs "
-                        "uint8 (20, 10000, 64, 64) = (frames, videos, height, width)")
-    return data.transpose(1, 0, 2, 3)                          # t n h w -> n t h w
-
 
 def _natural_key(name):
     """Sort key putting frame_2 before frame_10."""

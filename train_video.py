@@ -29,7 +29,7 @@ from jpdvt import build_model
 from puzzles import VIDEO_DATASETS, VideoPuzzles, check_video, collate
 from training import add_train_flags, loss_weight, resume_args, train
 from unet3d import CONFIGS
-from vae import LATENT_CHANNELS, VAE_FACTOR, VaeCodec
+from vae import VAE_FACTOR, VaeCodec
 
 # frame side when --size is left out
 DATASET_SIZES = {"digits": 32, "movingmnist": 64, "videos": 64}
@@ -56,7 +56,7 @@ def main(args):
     size = check_settings(args)
     channels = 3 if args.vae or args.dataset == "videos" else 1          # pixel channels of the frames
     codec = VaeCodec(args.vae) if args.vae else None
-    mcfg = replace(CONFIGS[args.model], in_channels=LATENT_CHANNELS if codec else channels,
+    mcfg = replace(CONFIGS[args.model], in_channels=codec.channels if codec else channels,
                    frames_per_piece=args.frames_per_piece)
     config = {"kind": "video", "model": asdict(mcfg), "model_name": args.model, "dataset": args.dataset,
               "pieces": args.pieces, "frames_per_piece": args.frames_per_piece, "missing": args.missing,

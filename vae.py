@@ -16,8 +16,9 @@ import torch
 
 from errors import UserError
 
-# the Stable Diffusion autoencoder: 8x smaller frames with 4 channels, latents scaled to about unit variance
-VAE_FACTOR, LATENT_CHANNELS, LATENT_SCALE = 8, 4, 0.18215
+# the Stable Diffusion autoencoder: 8x smaller frames; its latents are scaled to about unit variance by the
+# config's scaling_factor (0.18215 for SD 1.x/2.x, the default when a config has none)
+VAE_FACTOR, LATENT_SCALE = 8, 0.18215
 
 
 class VaeCodec:
@@ -35,11 +36,17 @@ class VaeCodec:
             from diffusers import AutoencoderKL
         except ImportError:
             raise UserError("--vae needs the optional diffusers package: pip install diffusers") from None
+        from diffusers.utils import logging
+        logging.set_verbosity_error()                          # keep a bad folder's message to one line
         try:
-            self.vae = AutoencoderKL.from_pretrained(folder).eval().requires_grad_(False)
+            self.vae = AutoencoderKL.from_pretrained(folder, low_cpu_mem_usage=False).eval().requires_grad_(False)
         except (OSError, ValueError):
             raise UserError(f"--vae {folder} could not be loaded as a diffusers AutoencoderKL; pass a folder with "
                             "config.json and diffusion_pytorch_model.safetensors") from None
+        cfg = self.vae.config
+        self.channels = cfg.latent_channels                      # 4 for Stable Diffusion
+        self.scale = getattr(cfg, "scaling_factor", None) or LATENT_SCALE
+        self.shift = getattr(cfg, "shift_factor", None) or 0.0
 
     @torch.no_grad()
     def _frames(self, x, fn):
@@ -50,12 +57,12 @@ class VaeCodec:
         return out.reshape(*x.shape[:-3], *out.shape[1:])      # (b n f) c h w -> b n f c h w
 
     def encode(self, frames):
-        """(..., 3, H, W) in [-1, 1] -> scaled latents (..., 4, H/8, W/8)."""
-        return self._frames(frames, lambda x: self.vae.encode(x).latent_dist.mean * LATENT_SCALE)
+        """(..., 3, H, W) in [-1, 1] -> scaled latents (..., channels, H/8, W/8), about unit variance."""
+        return self._frames(frames, lambda x: (self.vae.encode(x).latent_dist.mean - self.shift) * self.scale)
 
     def decode(self, latents):
-        """Scaled latents (..., 4, h, w) -> frames (..., 3, 8h, 8w) in [-1, 1]."""
-        return self._frames(latents, lambda z: self.vae.decode(z / LATENT_SCALE).sample.clamp(-1, 1))
+        """Scaled latents (..., channels, h, w) -> frames (..., 3, 8h, 8w) in [-1, 1]."""
+        return self._frames(latents, lambda z: self.vae.decode(z / self.scale + self.shift).sample.clamp(-1, 1))
 
     def encode_batch(self, batch):
         """The puzzle batch with its frames replaced by latents."""

@@ -32,8 +32,10 @@ class _Out:
 
 
 class AutoencoderKL(torch.nn.Module):
+    config = _Out(latent_channels=4, scaling_factor=0.18215)
+
     @classmethod
-    def from_pretrained(cls, folder):
+    def from_pretrained(cls, folder, **options):
         return cls()
 
     def encode(self, x):                                  # (B, 3, H, W) -> latent_dist.mean (B, 4, H/8, W/8)
@@ -199,6 +201,8 @@ def test_superres(video_ckpt, tmp_path):
 def test_latent_diffusion_with_autoencoder(tmp_path):
     (tmp_path / "lib" / "diffusers").mkdir(parents=True)
     (tmp_path / "lib" / "diffusers" / "__init__.py").write_text(FAKE_DIFFUSERS)
+    (tmp_path / "lib" / "diffusers" / "utils.py").write_text(
+        "class logging:\n    @staticmethod\n    def set_verbosity_error():\n        pass\n")
     (tmp_path / "vae").mkdir()
     env = {"PYTHONPATH": str(tmp_path / "lib")}
     py("train_video.py", *TINY_VIDEO, "--size", "128", "--missing", "1", "--max-steps", "2", "--eval-every", "0",

@@ -7,7 +7,8 @@ from PIL import Image
 from errors import UserError
 from pictures import write_gif
 from puzzles import make_video_puzzle, unshuffle_video
-from sources import list_videos, load_movingmnist, read_video
+from mnist import load_movingmnist
+from sources import list_videos, read_video
 from synthetic import draw_digit_glyphs, moving_digits
 
 

@@ -1,0 +1,192 @@
+"""Moving MNIST (mnist.py): IDX reading and its errors, finding the files, and the bouncing-digit clips.
+
+Every test writes its own tiny synthetic IDX files; real MNIST is never needed.
+"""
+import gzip
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from errors import UserError  # noqa: E402
+from mnist import find_idx, is_mnist_dir, mnist_digits, moving_mnist, read_idx  # noqa: E402
+
+
+def fake_digits(n=12, value=200):
+    """(n, 28, 28) uint8: a solid 1 px border (so a digit's bounding box is its full 28x28 square) + an index mark."""
+    d = np.zeros((n, 28, 28), np.uint8)
+    d[:, 0, :] = d[:, -1, :] = d[:, :, 0] = d[:, :, -1] = value
+    for i in range(n):
+        d[i, 5:5 + i + 1, 10:14] = 255
+    return d
+
+
+def write_idx(path, arr, gz=False):
+    data = bytes([0, 0, 8, arr.ndim]) + np.array(arr.shape, ">u4").tobytes() + arr.astype(np.uint8).tobytes()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(gzip.compress(data) if gz else data)
+    return str(path)
+
+
+# ----------------------------------------------------------------------------- IDX files
+
+@pytest.mark.parametrize("name,gz", [("a-idx3-ubyte", False), ("a-idx3-ubyte.gz", True), ("gzip-without-suffix", True)])
+def test_read_idx_round_trip(tmp_path, name, gz):
+    digits = fake_digits()
+    back = read_idx(write_idx(tmp_path / name, digits, gz))
+    assert back.dtype == np.uint8 and back.shape == (12, 28, 28)
+    assert np.array_equal(back, digits)
+    labels = np.arange(7, dtype=np.uint8)
+    assert np.array_equal(read_idx(write_idx(tmp_path / "labels", labels, gz)), labels)  # 1-d files too
+
+
+def test_read_idx_errors_name_the_file(tmp_path):
+    missing = tmp_path / "nope-idx3-ubyte"
+    with pytest.raises(UserError, match="nope-idx3-ubyte"):
+        read_idx(str(missing))
+    bad = tmp_path / "bad-magic"
+    bad.write_bytes(bytes([0, 0, 9, 3]) + np.array([1, 28, 28], ">u4").tobytes() + bytes(784))  # type 0x09
+    with pytest.raises(UserError, match="bad-magic.*magic"):
+        read_idx(str(bad))
+    bad.write_bytes(b"\x89PNG" + bytes(100))
+    with pytest.raises(UserError, match="bad-magic"):
+        read_idx(str(bad))
+    short = tmp_path / "short-idx3-ubyte"
+    full = open(write_idx(short, fake_digits(3)), "rb").read()
+    short.write_bytes(full[:-10])                                    # 10 data bytes missing
+    with pytest.raises(UserError, match="short-idx3-ubyte.*truncated"):
+        read_idx(str(short))
+    short.write_bytes(full[:10])                                     # cut inside the header
+    with pytest.raises(UserError, match="short-idx3-ubyte.*truncated"):
+        read_idx(str(short))
+    corrupt = tmp_path / "corrupt.gz"
+    corrupt.write_bytes(gzip.compress(full)[:40])
+    with pytest.raises(UserError, match="corrupt.gz.*gzip"):
+        read_idx(str(corrupt))
+
+
+@pytest.mark.parametrize("rel,gz", [("train-images-idx3-ubyte", False), ("train-images-idx3-ubyte.gz", True),
+                                    ("train-images.idx3-ubyte", False), ("MNIST/raw/train-images-idx3-ubyte.gz", True),
+                                    ("raw/train-images-idx3-ubyte", False)])
+def test_find_idx_layouts(tmp_path, rel, gz):
+    assert find_idx(str(tmp_path), "train") is None and not is_mnist_dir(str(tmp_path))
+    path = write_idx(tmp_path / rel, fake_digits(), gz)
+    assert find_idx(str(tmp_path), "train") == path
+    assert find_idx(str(tmp_path), "test") is None
+    assert is_mnist_dir(str(tmp_path)) and not is_mnist_dir(str(tmp_path / "missing"))
+
+
+def test_mnist_digits_picks_split(tmp_path):
+    write_idx(tmp_path / "train-images-idx3-ubyte.gz", fake_digits(12, value=100), gz=True)
+    write_idx(tmp_path / "t10k-images-idx3-ubyte", fake_digits(5, value=50))
+    train, test = mnist_digits(str(tmp_path), "train"), mnist_digits(str(tmp_path), "test")
+    assert train.shape == (12, 28, 28) and train[0, 0, 0] == 100
+    assert test.shape == (5, 28, 28) and test[0, 0, 0] == 50
+    assert mnist_digits(str(tmp_path), "train") is train               # cached: the file is read once
+
+
+def test_mnist_digits_errors(tmp_path):
+    with pytest.raises(UserError, match="--data-dir.*t10k-images-idx3-ubyte"):
+        mnist_digits(str(tmp_path), "test")
+    write_idx(tmp_path / "train-images-idx3-ubyte", np.zeros((4, 28, 27), np.uint8))
+    with pytest.raises(UserError, match=r"train-images-idx3-ubyte.*\(N, 28, 28\)"):
+        mnist_digits(str(tmp_path), "train")
+
+
+# ----------------------------------------------------------------------------- clips
+
+def corners(clip):
+    """Top-left (row, col) of the nonzero box of each frame: the digit's position when one full-border digit moves."""
+    out = []
+    for f in clip:
+        rows, cols = np.nonzero(f.any(1))[0], np.nonzero(f.any(0))[0]
+        assert rows[-1] - rows[0] == 27 and cols[-1] - cols[0] == 27  # the whole 28x28 digit is inside the frame
+        out.append((rows[0], cols[0]))
+    return np.array(out)
+
+
+def test_moving_mnist_shape_range_determinism():
+    digits = fake_digits()
+    clip = moving_mnist(digits, np.random.default_rng([3, 0, 7]))
+    assert clip.shape == (20, 64, 64) and clip.dtype == np.float32
+    assert clip.min() >= 0.0 and clip.max() <= 1.0 and clip.max() == 1.0
+    assert np.array_equal(clip, moving_mnist(digits, np.random.default_rng([3, 0, 7])))
+    assert not np.array_equal(clip, moving_mnist(digits, np.random.default_rng([3, 0, 8])))
+    assert not np.array_equal(clip[0], clip[-1])                       # it moves
+    assert moving_mnist(digits, np.random.default_rng(0), num_frames=5).shape == (5, 64, 64)
+
+
+def test_one_digit_stays_inside_and_bounces():
+    digits = fake_digits()
+    reversed_somewhere = False
+    for seed in range(10):
+        clip = moving_mnist(digits, np.random.default_rng(seed), num_digits=1)
+        mass = clip.sum(axis=(1, 2))
+        masses = digits.reshape(12, -1).sum(1) / 255.0
+        assert np.any(np.isclose(masses, mass[0], atol=1e-3))           # the frame holds one whole digit ...
+        assert np.allclose(mass, mass[0], atol=1e-3)                    # ... in every frame
+        pos = corners(clip)
+        assert pos.min() >= 0 and pos.max() <= 36
+        step = np.diff(pos, axis=0)
+        assert np.abs(step).max() <= 5 and np.hypot(*step.T).mean() > 2  # ~3.6 px/frame
+        reversed_somewhere |= bool(np.any(step[1:] * step[:-1] < 0))     # a velocity component flipped at a wall
+    assert reversed_somewhere
+
+
+def test_two_digits_max_composite():
+    digits = np.full((3, 28, 28), 100, np.uint8)                        # solid squares: overlaps are easy to see
+    overlapped = 0
+    for seed in range(20):
+        clip = moving_mnist(digits, np.random.default_rng(seed), num_digits=2)
+        assert np.allclose(clip[clip > 0], 100 / 255)                   # max, not sum, where the digits overlap
+        overlapped += int(((clip > 0).sum(axis=(1, 2)) < 2 * 28 * 28).any())
+    assert overlapped > 0
+
+
+def test_size_32_is_half_size_clip():
+    digits = fake_digits()
+    big = moving_mnist(digits, np.random.default_rng(5))
+    small = moving_mnist(digits, np.random.default_rng(5), size=32)
+    assert small.shape == (20, 32, 32) and small.dtype == np.float32
+    assert np.allclose(small, big.reshape(20, 32, 2, 32, 2).mean((2, 4)), atol=1e-5)  # 2x2 box average
+
+
+# ----------------------------------------------------------------------------- as a video dataset
+
+def mnist_dir(tmp_path):
+    write_idx(tmp_path / "mnist" / "train-images-idx3-ubyte.gz", fake_digits(12), gz=True)
+    write_idx(tmp_path / "mnist" / "t10k-images-idx3-ubyte", np.full((6, 28, 28), 90, np.uint8))
+    return tmp_path / "mnist"
+
+
+def test_video_puzzles_generate_moving_mnist_per_split(tmp_path):
+    from puzzles import VideoPuzzles
+    root = str(mnist_dir(tmp_path))
+    train = VideoPuzzles("movingmnist", "train", pieces=10, frames_per_piece=2, size=32, data_dir=root)
+    test = VideoPuzzles("movingmnist", "test", pieces=10, frames_per_piece=2, size=32, data_dir=root)
+    again = VideoPuzzles("movingmnist", "test", pieces=10, frames_per_piece=2, size=32, data_dir=root)
+    a, b = test[3], again[3]
+    assert a["content"].shape == (10, 2, 1, 32, 32) and a["order"][0] == 0
+    assert np.array_equal(a["content"], b["content"]) and np.array_equal(a["order"], b["order"])  # pure function
+    assert not np.array_equal(a["content"], test[4]["content"])
+    # test clips are made of the t10k digits (all 90), training clips of the training digits (up to 255)
+    assert abs(float(a["content"].max()) - (90 / 255 * 2 - 1)) < 0.2 < abs(float(train[3]["content"].max()) -
+                                                                           (90 / 255 * 2 - 1))
+    assert len(test) == 10000 and len(train) > 10 ** 9
+
+
+def test_train_video_on_mnist_idx_files(tmp_path):
+    from conftest import py
+    root = mnist_dir(tmp_path)
+    py("train_video.py", "--dataset", "movingmnist", "--data-dir", root, "--size", "16", "--pieces", "10",
+       "--frames-per-piece", "2", "--batch-size", "2", "--max-steps", "2", "--eval-puzzles", "2", "--eval-steps", "2",
+       "--warmup", "0", "--out", tmp_path / "run")
+    out = py("sample.py", "--ckpt", tmp_path / "run" / "ckpt.pt", "--num-puzzles", "2", "--steps", "2",
+             "--out", tmp_path / "s").stdout
+    assert "Kendall" in out and (tmp_path / "s" / "examples.gif").exists()
+    (root / "t10k-images-idx3-ubyte").write_bytes(b"\x00\x00\x08\x03" + b"\x00" * 5)     # truncated header
+    proc = py("train_video.py", "--dataset", "movingmnist", "--data-dir", root, "--size", "16", check=False)
+    assert proc.returncode == 2 and proc.stderr.strip().startswith("error:") and "t10k" in proc.stderr
