@@ -13,7 +13,6 @@ in bench/results.json, so recipes can be run one at a time:
     python bench.py --export runs/bench/image-3x3/ckpt.pt checkpoints/image-shapes-3x3.pt
 """
 import argparse
-import itertools
 import json
 import os
 import subprocess
@@ -21,6 +20,7 @@ import sys
 import time
 
 import numpy as np
+from tqdm import tqdm
 
 from puzzles import ImagePuzzles
 
@@ -127,113 +127,93 @@ def run_recipe(name, out_root):
 
 
 # ----------------------------------------------------------------------------
-# Non-learned baselines
+# Non-learned baselines, on the very test puzzles the recipes are scored on (test split, seed 1)
 # ----------------------------------------------------------------------------
 
-def edge_costs(pieces):
-    """Dissimilarity of touching borders: lr[i, j] = piece j right of i; tb[i, j] = piece j below i."""
-    right, left = pieces[:, :, -1], pieces[:, :, 0]              # (N, P, C) columns
-    bottom, top = pieces[:, -1], pieces[:, 0]                    # (N, P, C) rows
-    lr = ((right[:, None] - left[None]) ** 2).sum((2, 3))
-    tb = ((bottom[:, None] - top[None]) ** 2).sum((2, 3))
-    return lr, tb
+PHOTOS = "../shared/data/photos"
+MNIST = "../shared/data/mnist"
+# (dataset, data dir, grid, piece px, gap px, missing pieces)
+IMAGE_BASELINES = [("shapes", None, (2, 2), 16, 0, 0), ("shapes", None, (3, 3), 16, 0, 0),
+                   ("shapes", None, (3, 3), 16, 4, 0)]
+IMAGE_BASELINES += [("folder", PHOTOS, (3, 3), 16, gap, k) for gap, k in [(0, 0), (5, 0), (5, 1), (5, 2), (5, 3)]]
+# (dataset, data dir, pieces, frames per piece, frame size px)
+VIDEO_BASELINES = [("digits", None, 5, 4, 32), ("digits", None, 10, 2, 32)]
+VIDEO_BASELINES += [("movingmnist", MNIST, p, f, 32) for p, f in [(5, 4), (10, 2), (20, 1)]]
 
 
-def edge_solver(pieces, grid, perms=None):
-    """Classic solver: arrangement minimising the summed border dissimilarity. Exhaustive when `perms` (all
-    arrangements) is given, else greedy raster placement from the best starting piece. Returns positions."""
-    rows, cols = grid
-    n = rows * cols
-    lr, tb = edge_costs(pieces)
-    pairs = [(r * cols + c, r * cols + c + 1, lr) for r in range(rows) for c in range(cols - 1)]
-    pairs += [(r * cols + c, (r + 1) * cols + c, tb) for r in range(rows - 1) for c in range(cols)]
-    if perms is not None:                                          # perms[k, slot] = piece in slot
-        total = sum(cost[perms[:, a], perms[:, b]] for a, b, cost in pairs)
-        best = perms[int(np.argmin(total))]
-    else:
-        best, best_cost = None, np.inf
-        for start in range(n):
-            slots, used, cost = [start], {start}, 0.0
-            for s in range(1, n):
-                r, c = divmod(s, cols)
-                cand = [j for j in range(n) if j not in used]
-                score = [(lr[slots[s - 1], j] if c else 0) + (tb[slots[s - cols], j] if r else 0) for j in cand]
-                j = cand[int(np.argmin(score))]
-                slots.append(j)
-                used.add(j)
-                cost += min(score)
-            if cost < best_cost:
-                best, best_cost = slots, cost
-    positions = np.empty(n, dtype=np.int64)
-    positions[np.asarray(best)] = np.arange(n)
-    return positions
-
-
-def image_baselines(grid, gap, num):
+def image_baselines(dataset, data_dir, grid, piece, gap, missing, num):
+    """Random order, edge dissimilarity and MGC (exhaustive placement up to 3x3) on the same test puzzles."""
+    from baselines import IMAGE_SOLVERS, all_arrangements, random_positions, solve_image
     from metrics import piece_accuracy, puzzle_accuracy
     n = grid[0] * grid[1]
-    test = ImagePuzzles("shapes", "test", grid, 16, gap, seed=1)
-    perms = np.array(list(itertools.permutations(range(n))), dtype=np.int64) if n <= 9 else None
+    test = ImagePuzzles(dataset, "test", grid, piece, gap, missing, seed=1, data_dir=data_dir)
+    num = min(num, len(test))
+    perms = all_arrangements(n) if n <= 9 else None
     rng = np.random.default_rng(0)
-    pred_edge, pred_rand, true = [], [], []
-    for i in range(num):
+    preds, true, given = {name: [] for name in ["random", *IMAGE_SOLVERS]}, [], []
+    for i in tqdm(range(num), desc=f"baselines {dataset} {grid[0]}x{grid[1]}"):
         it = test[i]
-        pieces = ((it["content"].numpy() + 1) / 2).transpose(0, 2, 3, 1)
-        pred_edge.append(edge_solver(pieces, grid, perms))
-        pred_rand.append(rng.permutation(n))
+        pieces = ((it["content"].numpy() + 1) / 2).transpose(0, 2, 3, 1)         # (N, P, P, C) in [0, 1]
+        g = ~it["missing"].numpy()
+        preds["random"].append(np.where(g, random_positions(n, rng), -1))
+        for name in IMAGE_SOLVERS:
+            preds[name].append(solve_image(pieces, grid, name, perms, g))
         true.append(it["order"].numpy())
-    for name, pred in [("random order", pred_rand), ("edge dissimilarity" + (" (exhaustive)" if perms is not None
-                                                                              else " (greedy)"), pred_edge)]:
-        key = f"baseline image {grid[0]}x{grid[1]}{' gap ' + str(gap) if gap else ''}: {name}"
-        save_result(key, {"group": "baselines", "command": f"python bench.py baselines ({name})",
-                          "train_minutes": 0.0, "metrics": {"piece_acc": piece_accuracy(pred, true),
-                                                            "puzzle_acc": puzzle_accuracy(pred, true),
-                                                            "num_puzzles": num}})
+        given.append(g)
+    label = (f"{dataset} {grid[0]}x{grid[1]} {piece}px" + (f" gap {gap}" if gap else "") +
+             (f" missing {missing}" if missing else ""))
+    placement = "exhaustive" if perms is not None else "greedy"
+    for name, pred in preds.items():
+        save_result(f"baseline image {label}: {name}", {
+            "group": "baselines", "command": f"python bench.py baselines ({name}, {placement})",
+            "train_minutes": 0.0, "metrics": {"piece_acc": piece_accuracy(pred, true, given),
+                                              "puzzle_acc": puzzle_accuracy(pred, true, given), "num_puzzles": num}})
 
 
-def video_baselines(pieces, fpp, num):
+def video_baselines(dataset, data_dir, pieces, fpp, size, num):
+    """Random order and nearest-neighbour frame chaining on the same test clips."""
+    from baselines import chain_video, random_positions
     from metrics import kendall_distance
     from puzzles import VideoPuzzles
-    test = VideoPuzzles("digits", "test", pieces, fpp, 32, seed=1)
+    test = VideoPuzzles(dataset, "test", pieces, fpp, size, seed=1, data_dir=data_dir)
     rng = np.random.default_rng(0)
-    kd_nn, kd_rand, ex_nn, ex_rand = [], [], [], []
-    for i in range(num):
+    preds, true = {"random": [], "nearest-neighbour chaining": []}, []
+    for i in tqdm(range(num), desc=f"baselines {dataset} {pieces}x{fpp}"):
         it = test[i]
-        clip, order = it["content"].numpy(), it["order"].numpy()
-        chain, used = [0], {0}
-        while len(chain) < pieces:                                   # nearest first frame to the last frame
-            last = clip[chain[-1], -1]
-            cand = [j for j in range(pieces) if j not in used]
-            j = cand[int(np.argmin([((clip[j, 0] - last) ** 2).sum() for j in cand]))]
-            chain.append(j)
-            used.add(j)
-        pred = np.empty(pieces, dtype=np.int64)
-        pred[chain] = np.arange(pieces)
-        rand = np.concatenate([[0], 1 + rng.permutation(pieces - 1)])
-        for p, kd, ex in [(pred, kd_nn, ex_nn), (rand, kd_rand, ex_rand)]:
-            kd.append(kendall_distance(p, order))
-            ex.append(float((p == order).all()))
-    for name, kd, ex in [("random order", kd_rand, ex_rand), ("nearest-neighbour chaining", kd_nn, ex_nn)]:
-        save_result(f"baseline video {pieces}x{fpp}: {name}",
-                    {"group": "baselines", "command": f"python bench.py baselines ({name})", "train_minutes": 0.0,
-                     "metrics": {"kendall": float(np.mean(kd)), "exact": float(np.mean(ex)), "num_puzzles": num}})
+        preds["nearest-neighbour chaining"].append(chain_video(it["content"].numpy()))
+        preds["random"].append(random_positions(pieces, rng, anchor_first=True))
+        true.append(it["order"].numpy())
+    for name, pred in preds.items():
+        pred = np.stack(pred)
+        save_result(f"baseline video {dataset} {pieces}x{fpp} {size}px: {name}", {
+            "group": "baselines", "command": f"python bench.py baselines ({name})", "train_minutes": 0.0,
+            "metrics": {"kendall": float(np.mean(kendall_distance(pred, np.stack(true)))),
+                        "exact": float(np.mean((pred == np.stack(true)).all(1))), "num_puzzles": num}})
 
 
 # ----------------------------------------------------------------------------
 # Sampler comparison and throughput
 # ----------------------------------------------------------------------------
 
-def sampler_sweep(ckpt, out_root):
-    for sampler, steps in [("ddim", 10), ("ddim", 25), ("ddim", 50), ("ddim", 100), ("ddpm", 50), ("ddpm", 100),
-                           ("ddpm", 1000)]:
-        out = os.path.join(out_root, f"sampler-{sampler}{steps}")
-        cmd = ["sample.py", "--ckpt", ckpt, "--num-puzzles", TEST_PUZZLES, "--seed", "1", "--sampler", sampler,
-               "--steps", str(steps), "--out", out]
+def sweep(group, ckpt, variants, out_root):
+    """Score one checkpoint with several sample.py settings on the same test puzzles (seed 1)."""
+    for name, flags in variants.items():
+        out = os.path.join(out_root, f"{group}-{name}")
+        cmd = ["sample.py", "--ckpt", ckpt, "--num-puzzles", TEST_PUZZLES, "--seed", "1", *flags, "--out", out]
         sh(cmd)
         with open(os.path.join(out, "metrics.json")) as f:
             m = json.load(f)
-        save_result(f"sampler {sampler}-{steps}", {"group": "sampler", "command": shown(cmd),
-                                                   "train_minutes": 0.0, "metrics": m})
+        save_result(f"{group} {name}", {"group": group, "command": shown(cmd), "train_minutes": 0.0, "metrics": m})
+
+
+SAMPLERS = {f"{s}-{n}": ["--sampler", s, "--steps", str(n)]
+            for s, n in [("ddim", 10), ("ddim", 25), ("ddim", 50), ("ddim", 100), ("ddpm", 50), ("ddpm", 100),
+                         ("ddpm", 1000)]}
+# the same sampled codes (same seed and sampler), assigned to positions two ways
+ASSIGNMENTS = {f"{kind} {a}": (ckpt, ["--sampler", "ddim", "--assign", a])
+               for kind, ckpt in [("image", "checkpoints/image-shapes-3x3.pt"),
+                                  ("video", "checkpoints/video-digits-5x4.pt")]
+               for a in ("hungarian", "greedy")}
 
 
 def throughput(device):
@@ -283,8 +263,8 @@ def throughput(device):
 # ----------------------------------------------------------------------------
 
 def fmt(m):
-    keys = ["piece_acc", "puzzle_acc", "kendall", "exact", "sec_per_puzzle", "steps_per_s", "puzzles_per_s_ddim50",
-            "batch", "params_M"]
+    keys = ["piece_acc", "puzzle_acc", "kendall", "exact", "kendall_set", "exact_set", "sec_per_puzzle", "steps_per_s",
+            "puzzles_per_s_ddim50", "batch", "params_M"]
     return ", ".join(f"{k} {m[k]:.4g}" for k in keys if k in m)
 
 
@@ -295,6 +275,7 @@ def render():
              "end-of-training accuracy check. Machines are noisy: one run each.", ""]
     titles = {"recipes": "Recipes (train + score)", "baselines": "Non-learned baselines (same test puzzles)",
               "sampler": "Sampler: DDIM steps against DDPM-1000 (image-3x3 checkpoint)",
+              "assign": "Assignment: Hungarian (default) against the paper's greedy rule, same sampled codes",
               "throughput": "Throughput (DiT, 3x3 puzzles, batch as listed)"}
     for group, title in titles.items():
         rows = {k: v for k, v in results.items() if v["group"] == group}
@@ -328,18 +309,21 @@ def main(args):
     if args.export:
         return export(*args.export)
     if args.list:
-        print("\n".join(list(RECIPES) + ["baselines", "sampler", "throughput"]))
+        print("\n".join(list(RECIPES) + ["baselines", "sampler", "assign", "throughput"]))
         return
     for name in args.names:
         if name in RECIPES:
             run_recipe(name, args.out)
         elif name == "baselines":
-            for grid, gap in [((2, 2), 0), ((3, 3), 0), ((3, 3), 4)]:
-                image_baselines(grid, gap, int(TEST_PUZZLES))
-            for p, f in [(5, 4), (10, 2)]:
-                video_baselines(p, f, int(TEST_PUZZLES))
+            for setting in IMAGE_BASELINES:
+                image_baselines(*setting, int(TEST_PUZZLES))
+            for setting in VIDEO_BASELINES:
+                video_baselines(*setting, int(TEST_PUZZLES))
         elif name == "sampler":
-            sampler_sweep(os.path.join(args.out, "image-3x3", "ckpt.pt"), args.out)
+            sweep("sampler", os.path.join(args.out, "image-3x3", "ckpt.pt"), SAMPLERS, args.out)
+        elif name == "assign":
+            for key, (ckpt, flags) in ASSIGNMENTS.items():
+                sweep("assign", ckpt, {key: flags}, args.out)
         elif name == "throughput":
             from training import resolve_device
             throughput(resolve_device(args.device))

@@ -19,6 +19,7 @@ pure function of the step: that is what makes resuming exact and the train and t
 
 Where the pixels come from: synthetic.py (built in), sources.py (image and video files), mnist.py (Moving MNIST).
 """
+import math
 import re
 import sys
 
@@ -28,8 +29,8 @@ from PIL import Image
 
 from errors import UserError
 from mnist import MOVINGMNIST_FILE, is_mnist_dir, load_movingmnist, mnist_digits, moving_mnist
-from sources import (IMAGE_EXTS, VIDEO_EXTS, _resize, fit_channels, fit_image, list_images, list_videos, read_video,
-                     require_backend, split_files)
+from sources import (IMAGE_EXTS, VIDEO_EXTS, _resize, fit_channels, fit_image, list_images, list_videos, load_photo,
+                     random_crop, read_video, require_backend, split_files)
 from synthetic import moving_digits, shapes_image
 
 SPLITS = {"train": 0, "test": 1}
@@ -152,35 +153,55 @@ class ImagePuzzles(torch.utils.data.Dataset):
     """
 
     def __init__(self, dataset, split, grid, piece, gap=0, missing=0, anchor=False, seed=0, data_dir=None,
-                 vary_missing=None):
+                 vary_missing=None, crop_scale=None):
         self.dataset, self.split, self.grid, self.piece, self.gap = dataset, split, grid, piece, gap
         self.missing, self.anchor, self.seed = missing, anchor, seed
         self.train = split == "train"
+        self.crop_scale = crop_scale if self.train else None     # (lo, hi): fresh zoomed views of photos
+        self._perm = (None, None)
         self.vary_missing = self.train if vary_missing is None else vary_missing  # train: 0..K missing
         self.files = None if dataset == "shapes" else split_files(data_dir, split, dataset, list_images,
                                                                              "images", IMAGE_EXTS)
         self.skipped = set()
 
     def __len__(self):
-        return len(self.files) if self.files is not None else ENDLESS
+        """Training streams are endless (every visit of a file is a fresh crop); a test split is one per file."""
+        return ENDLESS if self.files is None or self.train else len(self.files)
+
+    def file_index(self, i):
+        """Training: stream position i -> a file, every file once per epoch in a seeded order; test: file i."""
+        if not self.train:
+            return i
+        epoch, j = divmod(i, len(self.files))
+        if self._perm[0] != epoch:
+            self._perm = (epoch, np.random.default_rng([self.seed, 7, epoch]).permutation(len(self.files)))
+        return int(self._perm[1][j])
 
     def source(self, i, rng):
         """The (H, W, 3) float image of stream position i, sized to the grid's cells."""
         h, w = self.grid[0] * (self.piece + self.gap), self.grid[1] * (self.piece + self.gap)
         if self.files is None:
             return shapes_image(rng, h, w)
-        n = len(self.files)
-        for k in range(n):  # a corrupt file is skipped (and counted); the next one takes its place
-            path = self.files[(i + k) % n]
+        n, first = len(self.files), self.file_index(i)
+        for k in range(n):  # an unreadable (or too small) file is skipped and counted; the next one takes its place
+            path = self.files[(first + k) % n]
             if path in self.skipped:
                 continue
             try:
+                if self.crop_scale:
+                    photo = load_photo(path, math.ceil(max(h, w) / self.crop_scale[0]))
+                    if min(photo.size) >= max(h, w):
+                        return random_crop(photo, h, w, rng, self.crop_scale)
+                    note_skip(self.skipped, path, f"too small (under {max(h, w)} px a side) image", n)
+                    continue
                 with Image.open(path) as im:
                     return fit_image(im, h, w, rng if self.train else None, hflip=self.dataset == "imagenet"
                                      and self.train)
             except (OSError, ValueError, Image.DecompressionBombError):
                 note_skip(self.skipped, path, "unreadable image", n)
-        raise UserError(f"--data-dir: none of the {n} {self.split} images could be read")
+        raise UserError(f"--data-dir: none of the {n} {self.split} images could be read" +
+                        (f" and is at least {max(h, w)} px on its shorter side; use a smaller --piece-size or "
+                         "larger photos" if self.crop_scale else ""))
 
     def __getitem__(self, i):
         rng = np.random.default_rng([self.seed, SPLITS[self.split], int(i)])

@@ -102,7 +102,8 @@ def score_test_set(args, ckpt, model, diffusion, device, gen, codec, missing, st
         picture = write_rows(os.path.join(args.out, "examples.gif"), rows, ["shuffled", "solved", "ground truth"])
         shown = "shuffled input | solved, generated frames in red | ground truth"
         summary = (f"mean Kendall distance {metrics['kendall']:.4f} (generated pieces as a set "
-                   f"{metrics['kendall_set']:.4f}), exactly ordered {metrics['exact']:.4f} ({metrics['exact_set']:.4f})")
+                   f"{metrics['kendall_set']:.4f}), exactly ordered {metrics['exact']:.4f} "
+                   f"({metrics['exact_set']:.4f})")
     print(f"{num} puzzles ({args.sampler}-{args.steps}, {args.assign}): {summary}, "
           f"{metrics['sec_per_puzzle']:.3f} s/puzzle")
     print(f"wrote {os.path.join(args.out, 'metrics.json')} and {picture} ({shown})")

@@ -3,6 +3,8 @@ Where real pixels come from: image files, video files and frame folders, and the
 
 - Images (train_image.py --dataset folder/imagenet/jpwleg3): every image file under a folder; `fit_image` resizes
   to cover the puzzle's area and crops it (random in training, the centre at test time: the paper's protocol).
+  A small photo collection (`folder`) is trained on fresh views instead: `random_crop` zooms into a random part of
+  a photo (kept decoded in memory by `load_photo`) and flips it, so 200 photos give endless distinct puzzles.
 - Videos (train_video.py --dataset videos, sample.py --video): video files (mp4, avi, gif, ...) or folders of
   frame images, decoded with imageio, every `frame_stride`-th frame kept (the paper's temporal downsampling).
 - Splits: `train/` and `val/` (or `test/`, `validation/`) subfolders when present; a folder with only `train/`
@@ -11,8 +13,10 @@ Where real pixels come from: image files, video files and frame folders, and the
 
     files = split_files("~/photos", "train", "folder", list_images, "images", IMAGE_EXTS)
     img = fit_image(Image.open(files[0]), 48, 48)                           # (48, 48, 3) in [0, 1]
+    view = random_crop(load_photo(files[0], 137), 48, 48, rng)              # a fresh zoomed/flipped training view
     clip = read_video("clip.mp4", frame_stride=2, size=64)                  # (T, 64, 64, C) in [0, 1]
 """
+import functools
 import hashlib
 import os
 import re
@@ -87,6 +91,36 @@ def fit_image(img, height, width, rng=None, hflip=False):
     if hflip and rng is not None and rng.random() < 0.5:
         img = img.transpose(Image.FLIP_LEFT_RIGHT)
     return np.asarray(img, dtype=np.float32) / 255.0
+
+
+@functools.lru_cache(maxsize=1024)
+def load_photo(path, short_side):
+    """
+    A photo as an RGB PIL image, shrunk (never enlarged) so its shorter side is at most `short_side`: decoded once
+    per process and kept, so a small collection is read from disk once and cropped afresh at every step.
+    """
+    with Image.open(path) as im:
+        photo = im.convert("RGB")
+    k = short_side / min(photo.size)
+    if k < 1:
+        photo = photo.resize((round(photo.width * k), round(photo.height * k)), Image.BICUBIC)
+    return photo
+
+
+def random_crop(photo, height, width, rng, scale=(0.35, 1.0)):
+    """
+    A fresh training view of a photo (H, W, 3) float32 in [0, 1]: a box of the puzzle's aspect whose side is a
+    fraction s of the largest such box (s^2 uniform in scale^2: uniform in area), at a random position, resized to
+    (height, width), flipped left-right half of the time. Flips and zooms keep a puzzle solvable.
+    """
+    fit = min(photo.width / width, photo.height / height)        # the largest box: fit*width x fit*height
+    s = fit * np.sqrt(rng.uniform(scale[0] ** 2, scale[1] ** 2))
+    w, h = max(1, round(s * width)), max(1, round(s * height))
+    x, y = int(rng.integers(0, photo.width - w + 1)), int(rng.integers(0, photo.height - h + 1))
+    out = photo.resize((width, height), Image.BICUBIC, box=(x, y, x + w, y + h))
+    if rng.random() < 0.5:
+        out = out.transpose(Image.FLIP_LEFT_RIGHT)
+    return np.asarray(out, dtype=np.float32) / 255.0
 
 
 def list_images(root):

@@ -38,6 +38,9 @@ def check_settings(args):
         raise UserError(f"--piece-size must be >= 1 and --gap >= 0, got {piece} and {gap}")
     check_missing(args.missing, grid[0] * grid[1], kept=int(args.anchor),
                   what=f"a {grid[0]}x{grid[1]} grid{' with an anchor' if args.anchor else ''}")
+    lo, hi = args.crop_scale
+    if not 0 < lo <= hi <= 1:
+        raise UserError(f"--crop-scale needs 0 < LO <= HI <= 1 (fractions of a photo's side), got {lo} {hi}")
     if args.dataset == "jpwleg3" and grid != (3, 3):
         raise UserError("--dataset jpwleg3 is a 3x3 protocol; use --grid 3")
     return grid, piece, gap
@@ -63,7 +66,8 @@ def main(args):
     model, diffusion = build_model(config)
     data = dict(grid=grid, piece=piece, gap=gap, missing=args.missing, anchor=args.anchor, seed=args.seed,
                 data_dir=args.data_dir)
-    train_set = ImagePuzzles(args.dataset, "train", **data)
+    train_set = ImagePuzzles(args.dataset, "train", **data,
+                             crop_scale=tuple(args.crop_scale) if args.dataset == "folder" else None)
     test_set = ImagePuzzles(args.dataset, "test", **data)
     eval_batch = collate([test_set[i] for i in range(args.eval_puzzles)])
     train(args, config, model, diffusion, train_set, eval_batch, ckpt)
@@ -79,6 +83,9 @@ def get_parser():
     p.add_argument("--gap", type=int, default=None,
                    help="erosion: extra pixels per cell around each piece (paper: 21 for 85 px cells, "
                         "jpwleg3 48); training crops pieces at random inside cells, testing at the centre")
+    p.add_argument("--crop-scale", type=float, nargs=2, default=[0.3, 1.0], metavar=("LO", "HI"),
+                   help="folder: every training puzzle is a fresh random view of a photo, a box whose side is LO..HI "
+                        "of the largest box that fits (flipped half of the time); test puzzles use the whole photo")
     p.add_argument("--missing", type=int, default=0,
                    help="up to K missing pieces while training (0..K at random), exactly K when evaluating")
     p.add_argument("--model", default="tiny", choices=CONFIGS, help="DiT size (base = the paper's)")

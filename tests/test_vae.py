@@ -1,4 +1,4 @@
-"""Latent diffusion (--vae) with the real diffusers AutoencoderKL: tiny random weights, the scripts run as a user would."""
+"""Latent diffusion (--vae) with the real diffusers AutoencoderKL: tiny random weights, scripts run as a user would."""
 import json
 import math
 
@@ -8,7 +8,8 @@ import torch
 
 from conftest import py
 
-diffusers = pytest.importorskip("diffusers", reason="--vae needs the optional diffusers package (pip install diffusers)")
+diffusers = pytest.importorskip("diffusers",
+                                reason="--vae needs the optional diffusers package (pip install diffusers)")
 
 # Smallest --size the tiny U-Net takes with --vae: patch_size 4 * 2**(3 levels - 1) * the autoencoder's 8.
 VAE_SIZE = 128

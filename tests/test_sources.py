@@ -1,0 +1,84 @@
+"""Image and video files (sources.py): disjoint train/test splits in every folder layout, fresh photo views."""
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from errors import UserError
+from puzzles import ImagePuzzles
+from sources import IMAGE_EXTS, list_images, random_crop, split_files
+
+
+def photos(folder, n, size=(64, 48), seed=0):
+    """n random-colour photos named img000.png ... in folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        arr = (rng.uniform(0, 255, (size[1] // 8, size[0] // 8, 3))).astype(np.uint8)
+        Image.fromarray(arr).resize(size, Image.BILINEAR).save(folder / f"img{i:03d}.png")
+
+
+def splits(root):
+    return [split_files(str(root), s, "folder", list_images, "images", IMAGE_EXTS) for s in ("train", "test")]
+
+
+@pytest.mark.parametrize("layout", ["train only", "flat", "both"])
+def test_splits_never_share_a_file(tmp_path, layout):
+    if layout == "train only":
+        photos(tmp_path / "train", 200)
+    elif layout == "flat":
+        photos(tmp_path, 200)
+    else:
+        photos(tmp_path / "train", 30)
+        photos(tmp_path / "val", 10, seed=1)
+    train, test = splits(tmp_path)
+    assert train and test and not set(train) & set(test)
+    if layout == "both":
+        assert len(train) == 30 and len(test) == 10
+    else:
+        assert len(train) + len(test) == 200 and 3 <= len(test) <= 20      # about 5% held out
+
+
+@pytest.mark.parametrize("name", ["val", "test"])
+def test_eval_folder_only_is_test_split_and_refuses_training(tmp_path, name):
+    photos(tmp_path / name, 12)
+    assert len(split_files(str(tmp_path), "test", "folder", list_images, "images", IMAGE_EXTS)) == 12
+    with pytest.raises(UserError, match="no train/ folder"):
+        split_files(str(tmp_path), "train", "folder", list_images, "images", IMAGE_EXTS)
+
+
+def test_random_crop_is_a_zoomed_flipped_view(tmp_path):
+    ramp = np.tile(np.linspace(0, 255, 200, dtype=np.float32), (100, 1))           # brighter to the right
+    photo = Image.fromarray(np.stack([ramp] * 3, -1).astype(np.uint8))
+    views = [random_crop(photo, 24, 24, np.random.default_rng(s), (0.3, 1.0)) for s in range(40)]
+    assert all(v.shape == (24, 24, 3) and v.dtype == np.float32 for v in views)
+    slopes = [v[:, -1, 0].mean() - v[:, 0, 0].mean() for v in views]
+    assert min(slopes) < 0 < max(slopes)                                              # some views are flipped
+    assert max(abs(s) for s in slopes) > 2 * min(abs(s) for s in slopes)              # different zooms
+
+
+def test_photo_training_views_are_fresh_and_test_is_whole_photo(tmp_path):
+    photos(tmp_path / "train", 1, size=(96, 64))
+    photos(tmp_path / "test", 1, size=(96, 64), seed=1)
+    train = ImagePuzzles("folder", "train", (2, 2), 8, data_dir=str(tmp_path), crop_scale=(0.3, 1.0))
+    a, b = train[0], train[1]                                 # the same single photo, two visits: two views
+    assert not torch.equal(torch.sort(a["content"].flatten())[0], torch.sort(b["content"].flatten())[0])
+    test = ImagePuzzles("folder", "test", (2, 2), 8, data_dir=str(tmp_path), crop_scale=(0.3, 1.0))
+    assert len(test) == 1 and len(train) > 10 ** 9
+    assert torch.equal(test[0]["content"], ImagePuzzles("folder", "test", (2, 2), 8, data_dir=str(tmp_path))[0]
+                       ["content"])                           # whole-photo protocol, crop_scale ignored at test
+
+
+def test_photo_folder_bad_files(tmp_path, capsys):
+    photos(tmp_path / "train", 2, size=(12, 12))              # smaller than a 2x2 grid of 8 px pieces
+    photos(tmp_path / "test", 1)
+    train = ImagePuzzles("folder", "train", (2, 2), 8, data_dir=str(tmp_path), crop_scale=(0.3, 1.0))
+    with pytest.raises(UserError, match="--piece-size"):
+        train[0]
+    Image.new("RGB", (64, 64), (200, 10, 10)).save(tmp_path / "train" / "big.png")
+    (tmp_path / "train" / "broken.jpg").write_bytes(b"not a jpeg")
+    train = ImagePuzzles("folder", "train", (2, 2), 8, data_dir=str(tmp_path), crop_scale=(0.3, 1.0))
+    for i in range(6):
+        assert train[i]["content"].shape == (4, 3, 8, 8)
+    assert train.skipped == {str(tmp_path / "train" / n) for n in ("broken.jpg", "img000.png", "img001.png")}
+    assert "skipped" in capsys.readouterr().err
