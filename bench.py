@@ -31,8 +31,15 @@ TEST_PUZZLES = "200"
 # name -> (training script, training flags, evaluations: list of extra sample.py flags)
 IMAGE_3X3 = ["--grid", "3", "--patch-size", "16", "--batch-size", "64", "--lr", "2e-3"]
 SHORT = ["--max-steps", "1500"]      # comparison rows: ~7 minutes each on 2 cores
+PHOTOS = "../shared/data/photos"     # real photographs (train/ and test/), read in place
+MNIST = "../shared/data/mnist"       # the MNIST IDX files, Moving MNIST is generated from them
+PHOTO_3X3 = ["--dataset", "folder", "--data-dir", PHOTOS, "--grid", "3", "--piece-size", "24", "--patch-size", "24",
+             "--batch-size", "64", "--lr", "2e-3", "--schedule", "cosine", "--eval-puzzles", "39"]
 RECIPES = {
     # the shipped checkpoints' recipes
+    "image-photos-3x3": ("train_image.py", PHOTO_3X3 + ["--max-steps", "24000"], [[], ["--dataset", "shapes"]]),
+    "image-photos-3x3-gap": ("train_image.py", PHOTO_3X3 + ["--gap", "8", "--missing", "3", "--max-steps", "24000"],
+                             [["--missing", str(k)] for k in range(4)]),
     "image-3x3": ("train_image.py", IMAGE_3X3 + ["--schedule", "cosine", "--max-steps", "5000"], [[]]),
     "video-5x4": ("train_video.py", ["--pieces", "5", "--frames-per-piece", "4", "--lr", "1e-3",
                                      "--schedule", "cosine", "--max-steps", "3200"], [[]]),
@@ -130,12 +137,11 @@ def run_recipe(name, out_root):
 # Non-learned baselines, on the very test puzzles the recipes are scored on (test split, seed 1)
 # ----------------------------------------------------------------------------
 
-PHOTOS = "../shared/data/photos"
-MNIST = "../shared/data/mnist"
 # (dataset, data dir, grid, piece px, gap px, missing pieces)
 IMAGE_BASELINES = [("shapes", None, (2, 2), 16, 0, 0), ("shapes", None, (3, 3), 16, 0, 0),
                    ("shapes", None, (3, 3), 16, 4, 0)]
-IMAGE_BASELINES += [("folder", PHOTOS, (3, 3), 16, gap, k) for gap, k in [(0, 0), (5, 0), (5, 1), (5, 2), (5, 3)]]
+IMAGE_BASELINES += [("shapes", None, (3, 3), 24, 0, 0)]
+IMAGE_BASELINES += [("folder", PHOTOS, (3, 3), 24, gap, k) for gap, k in [(0, 0), (8, 0), (8, 1), (8, 2), (8, 3)]]
 # (dataset, data dir, pieces, frames per piece, frame size px)
 VIDEO_BASELINES = [("digits", None, 5, 4, 32), ("digits", None, 10, 2, 32)]
 VIDEO_BASELINES += [("movingmnist", MNIST, p, f, 32) for p, f in [(5, 4), (10, 2), (20, 1)]]
@@ -217,7 +223,10 @@ ASSIGNMENTS = {f"{kind} {a}": (ckpt, ["--sampler", "ddim", "--assign", a])
 
 
 def throughput(device):
-    """Training steps/s and DDIM-50 solved puzzles/s of the tiny and base DiT on one device (3x3 puzzles)."""
+    """
+    Training steps/s of the tiny and base DiT on one device (3x3 puzzles, one batch), in fp32 and bf16 autocast,
+    eager and torch.compile'd, side by side in one run; and DDIM-50 solved puzzles/s (fp32, eager).
+    """
     import torch
     from dataclasses import replace
 
@@ -226,6 +235,7 @@ def throughput(device):
     from jpdvt import puzzle_loss, solve
     from posenc import grid_table
     from puzzles import collate
+    from training import autocast
     gpu = device.type == "cuda"
 
     def timed(fn):
@@ -236,26 +246,32 @@ def throughput(device):
         return time.time() - t
 
     for name, piece, batch in [("tiny", 16, 64), ("base", 64, 64 if gpu else 8)]:
-        model = DiT(replace(CONFIGS[name], piece_size=piece, patch_size=16)).to(device)
-        diffusion = GaussianDiffusion(1000, "x0")
         data = ImagePuzzles("shapes", "train", (3, 3), piece)
         b = collate([data[i] for i in range(batch)])
         b = {k: v.to(device) for k, v in b.items()}
-        table, opt = grid_table(3, 3).to(device), torch.optim.AdamW(model.parameters())
+        table, diffusion = grid_table(3, 3).to(device), GaussianDiffusion(1000, "x0")
+        for precision, compiled in [("fp32", False), ("bf16", False), ("fp32", True), ("bf16", True)]:
+            torch.manual_seed(0)
+            model = DiT(replace(CONFIGS[name], piece_size=piece, patch_size=16)).to(device)
+            net, opt = torch.compile(model) if compiled else model, torch.optim.AdamW(model.parameters())
 
-        def train_step():
-            loss = puzzle_loss(model, diffusion, b, table, False, None)["loss"]
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        times = [timed(train_step) for _ in range(11 if gpu else 6)]
-        solve_s = timed(lambda: solve(model.eval(), diffusion, b, table, False, steps=50))
-        suffix = f" ({device.type})" if gpu else ""
-        save_result(f"throughput {name}{suffix}", {
-            "group": "throughput", "command": shown(["bench.py", "throughput", "--device", device.type]),
-            "train_minutes": 0.0, "metrics": {
-                "steps_per_s": 1 / float(np.median(times[1:])), "batch": batch, "piece_px": piece,
-                "params_M": sum(p.numel() for p in model.parameters()) / 1e6, "puzzles_per_s_ddim50": batch / solve_s}})
+            def train_step():
+                with autocast(device, precision):
+                    loss = puzzle_loss(net, diffusion, b, table, False, None)["loss"]
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            times = [timed(train_step) for _ in range(11 if gpu or name == "tiny" else 3)]   # first: warm-up
+            metrics = {"steps_per_s": 1 / float(np.median(times[1:])), "batch": batch, "piece_px": piece,
+                       "params_M": sum(p.numel() for p in model.parameters()) / 1e6}
+            if precision == "fp32" and not compiled:
+                metrics["puzzles_per_s_ddim50"] = batch / timed(lambda: solve(model.eval(), diffusion, b, table,
+                                                                              False, steps=50))
+            variant = "" if precision == "fp32" and not compiled else \
+                f" {precision}{' compile' if compiled else ''}"
+            save_result(f"throughput {name}{variant}{f' ({device.type})' if gpu else ''}", {
+                "group": "throughput", "command": shown(["bench.py", "throughput", "--device", device.type]),
+                "train_minutes": 0.0, "metrics": metrics})
 
 
 # ----------------------------------------------------------------------------
