@@ -279,10 +279,13 @@ class VideoPuzzles(torch.utils.data.Dataset):
     channels) gives a window of P*F frames: random in training, centred at test time. Returns dict(
     content (N, F, C, H, W) in [-1, 1], order (N,) with order[0] = 0, missing (N,) bool, never the anchor).
     Unreadable or too-short videos of a folder are skipped (and counted in `skipped`).
+    curriculum = (first, steps, per_step): training puzzles start with `first` pieces, growing linearly to
+    `pieces` over `steps` training steps of `per_step` stream positions (batch x processes).
     """
 
     def __init__(self, dataset, split, pieces, frames_per_piece, size, channels=1, missing=0, frame_stride=1,
-                 seed=0, data_dir=None, vary_missing=None):
+                 seed=0, data_dir=None, vary_missing=None, curriculum=None):
+        self.curriculum = curriculum if split == "train" else None
         self.dataset, self.split, self.pieces, self.frames_per_piece = dataset, split, pieces, frames_per_piece
         self.size, self.channels, self.missing, self.stride, self.seed = size, channels, missing, frame_stride, seed
         self.span = pieces * frames_per_piece                  # frames of one puzzle, after striding
@@ -349,9 +352,17 @@ class VideoPuzzles(torch.utils.data.Dataset):
                         f"{self.span * self.stride} frames long ({self.pieces} pieces x {self.frames_per_piece} "
                         f"frames x --frame-stride {self.stride}); use fewer or shorter pieces or longer videos")
 
+    def pieces_at(self, i):
+        """Pieces of the puzzle at stream position i: --pieces, or fewer early in a curriculum."""
+        if self.curriculum is None:
+            return self.pieces
+        first, steps, per_step = self.curriculum
+        return min(self.pieces, first + (self.pieces - first) * (i // per_step) // steps)
+
     def __getitem__(self, i):
         rng = np.random.default_rng([self.seed, SPLITS[self.split], int(i)])
         clip = self.source(int(i), rng)
-        k = int(rng.integers(0, self.missing + 1)) if self.vary_missing else self.missing
+        pieces = self.pieces_at(int(i))
+        k = min(int(rng.integers(0, self.missing + 1)) if self.vary_missing else self.missing, pieces - 2)
         start = None if self.train else (len(clip) - self.span) // 2
-        return video_item(make_video_puzzle(clip, self.pieces, self.frames_per_piece, rng, k, start))
+        return video_item(make_video_puzzle(clip, pieces, self.frames_per_piece, rng, k, start))

@@ -19,6 +19,7 @@ Writes OUT/ckpt.pt ({config, model, ema, opt, step}) and OUT/log.txt; --resume O
 Solve test puzzles, order your own clip or raise a video's frame rate with sample.py --ckpt OUT/ckpt.pt.
 """
 import argparse
+import os
 from dataclasses import asdict, replace
 
 import torch
@@ -38,6 +39,9 @@ DATASET_SIZES = {"digits": 32, "movingmnist": 64, "videos": 64}
 def check_settings(args):
     """Validate puzzle flags; returns the frame size. Raises UserError with a one-line fix."""
     check_video(args.pieces, args.frames_per_piece, args.missing, args.frame_stride)
+    if args.curriculum and not (2 <= args.curriculum[0] <= args.pieces and args.curriculum[1] >= 1):
+        raise UserError(f"--curriculum FIRST STEPS needs 2 <= FIRST <= --pieces ({args.pieces}) and STEPS >= 1, "
+                        f"got {args.curriculum[0]} {args.curriculum[1]}")
     size = args.size if args.size is not None else DATASET_SIZES[args.dataset]
     cfg = CONFIGS[args.model]
     factor = cfg.patch_size * 2 ** (len(cfg.channels) - 1) * (VAE_FACTOR if args.vae else 1)
@@ -66,7 +70,10 @@ def main(args):
     model, diffusion = build_model(config)
     data = dict(pieces=args.pieces, frames_per_piece=args.frames_per_piece, size=size, channels=channels,
                 missing=args.missing, frame_stride=args.frame_stride, seed=args.seed, data_dir=args.data_dir)
-    train_set = VideoPuzzles(args.dataset, "train", **data)
+    curriculum = None
+    if args.curriculum:                        # (first pieces, steps, stream positions per step)
+        curriculum = (args.curriculum[0], args.curriculum[1], args.batch_size * int(os.environ.get("WORLD_SIZE", 1)))
+    train_set = VideoPuzzles(args.dataset, "train", **data, curriculum=curriculum)
     test_set = VideoPuzzles(args.dataset, "test", **data)
     eval_batch = collate([test_set[i] for i in range(min(args.eval_puzzles, len(test_set)))])
     train(args, config, model, diffusion, train_set, eval_batch, ckpt, codec.encode_batch if codec else None)
@@ -80,6 +87,9 @@ def get_parser():
                         "folders (train/ and val/ or test/ subfolders are used if present)")
     p.add_argument("--pieces", type=int, default=5, help="pieces per puzzle; the first stays first (the anchor)")
     p.add_argument("--frames-per-piece", type=int, default=4, help="consecutive frames in each piece")
+    p.add_argument("--curriculum", type=int, nargs=2, default=None, metavar=("FIRST", "STEPS"),
+                   help="train on FIRST pieces at first, growing linearly to --pieces over STEPS steps (the same "
+                        "network orders any number of pieces)")
     p.add_argument("--missing", type=int, default=0,
                    help="up to K missing pieces while training (0..K at random), exactly K when evaluating "
                         "(paper: at most 25%% of the pieces)")

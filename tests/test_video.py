@@ -86,6 +86,15 @@ def test_digits_puzzles_anchor_missing_and_splits():
     assert rgb["content"].shape == (3, 2, 3, 16, 16) and not rgb["missing"].any()
 
 
+def test_curriculum_grows_the_piece_count():
+    train = VideoPuzzles("digits", "train", 6, 2, 16, missing=3, curriculum=(3, 4, 2))   # 4 steps of 2 puzzles
+    counts = [len(train[i]["order"]) for i in range(12)]
+    assert counts == [3, 3, 3, 3, 4, 4, 5, 5, 6, 6, 6, 6]
+    assert all(train[i]["missing"].sum() <= len(train[i]["order"]) - 2 for i in range(12))
+    test = VideoPuzzles("digits", "test", 6, 2, 16, curriculum=(3, 4, 2))
+    assert len(test[0]["order"]) == 6                                            # test puzzles: all pieces
+
+
 def test_movingmnist_split_and_resize(tmp_path):
     data = np.zeros((20, 10, 64, 64), np.uint8)
     data[:, :, 10:20, 10:20] = np.arange(10, dtype=np.uint8)[None, :, None, None] * 20 + 20  # video v: 20 + 20v
@@ -156,7 +165,7 @@ def test_resume_video(video_ckpt, tmp_path):
 
 
 def test_resume_video_is_exact(tmp_path):
-    flags = [*TINY_VIDEO, "--missing", "1", "--eval-every", "0", "--ckpt-every", "100"]
+    flags = [*TINY_VIDEO, "--missing", "1", "--eval-every", "0", "--ckpt-every", "100", "--curriculum", "2", "3"]
     py("train_video.py", *flags, "--max-steps", "4", "--out", tmp_path / "a")
     py("train_video.py", *flags, "--max-steps", "2", "--out", tmp_path / "b")
     py("train_video.py", "--resume", tmp_path / "b" / "ckpt.pt", "--max-steps", "4", "--out", tmp_path / "b")
