@@ -43,6 +43,36 @@ DISPLAY_PIECE = 160                   # --image pictures: piece side in pixels, 
 
 
 # ----------------------------------------------------------------------------
+# A loaded checkpoint
+# ----------------------------------------------------------------------------
+
+class Solver:
+    """A checkpoint's EMA model and diffusion on --device, its config, a generator seeded by --seed, and (for
+    latent models) the autoencoder; `evaluate` solves and scores a batch of pixel puzzles with the flags' sampler."""
+
+    def __init__(self, args, ckpt):
+        self.args, self.config, self.step = args, ckpt["config"], ckpt["step"]
+        self.codec = VaeCodec(self.config["vae"]) if self.config.get("vae") else None
+        self.model, self.diffusion = build_model(self.config)
+        self.model.load_state_dict(ckpt["ema"])
+        self.device = resolve_device(args.device)
+        self.model.to(self.device).eval()
+        self.gen = torch.Generator(self.device).manual_seed(args.seed)
+
+    def encode(self, batch):
+        return self.codec.encode_batch(batch) if self.codec else batch
+
+    def decode(self, content):
+        return self.codec.decode(content) if self.codec else content
+
+    def evaluate(self, batch):
+        """(positions, content with missing pieces generated (latents for a latent model), metrics) of a batch."""
+        a = self.args
+        return evaluate(self.model, self.diffusion, self.encode(batch), self.config, a.steps, a.sampler, a.assign,
+                        self.gen)
+
+
+# ----------------------------------------------------------------------------
 # Scoring fresh test puzzles (images and videos alike)
 # ----------------------------------------------------------------------------
 
@@ -61,9 +91,9 @@ def test_puzzles(args, config, missing, stride=None):
                         config["channels"], missing, stride, args.seed, data_dir)
 
 
-def score_test_set(args, ckpt, model, diffusion, device, gen, codec, missing, stride):
+def score_test_set(args, solver, missing, stride):
     """Solve --num-puzzles test puzzles; write metrics.json and examples.png (images) or examples.gif (videos)."""
-    config = ckpt["config"]
+    config = solver.config
     kind = config["kind"]
     test = test_puzzles(args, config, missing, stride)
     num = min(args.num_puzzles, len(test))
@@ -72,21 +102,22 @@ def score_test_set(args, ckpt, model, diffusion, device, gen, codec, missing, st
     positions, truth, rows, seconds = [], [], [], 0.0
     for start in tqdm(range(0, num, args.batch_size), desc="solving", unit="batch"):
         batch = collate([test[i] for i in range(start, min(start + args.batch_size, num))])
-        batch = {k: v.to(device) for k, v in batch.items()}
+        batch = {k: v.to(solver.device) for k, v in batch.items()}
         t = time.time()
-        pos, content, _ = evaluate(model, diffusion, codec.encode_batch(batch) if codec else batch, config,
-                                   args.steps, args.sampler, args.assign, gen)
+        pos, content, _ = solver.evaluate(batch)
         seconds += time.time() - t
         positions.append(pos)
         truth.append({k: batch[k].cpu() for k in ("order", "missing")})
-        for k in range(min(PICTURED[kind] - len(rows), len(pos))):
-            rows.append(image_row(batch, pos, content, config["grid"], k) if kind == "image" else
-                        video_row(batch, pos, codec.decode(content) if codec else content, k))
+        pictured = range(min(PICTURED[kind] - len(rows), len(pos)))
+        if kind == "video" and pictured:
+            content = solver.decode(content)
+        rows += [image_row(batch, pos, content, config["grid"], k) if kind == "image" else
+                 video_row(batch, pos, content, k) for k in pictured]
     truth = {k: torch.cat([t[k] for t in truth]) for k in ("order", "missing")}
     metrics = {**score(np.concatenate(positions), truth, config),
                "counted": COUNTED[kind], "num_puzzles": num, "sec_per_puzzle": seconds / num,
                "dataset": test.dataset, "missing": missing, "sampler": args.sampler, "steps": args.steps,
-               "assign": args.assign, "seed": args.seed, "ckpt": args.ckpt, "train_step": ckpt["step"]}
+               "assign": args.assign, "seed": args.seed, "ckpt": args.ckpt, "train_step": solver.step}
     metrics.update({k: config[k] for k in (("grid", "piece_size", "gap", "anchor") if kind == "image" else
                                            ("pieces", "frames_per_piece", "size"))})
     if kind == "video":
@@ -129,18 +160,19 @@ def open_photo(path, grid, cell):
     return photo
 
 
-def solve_photo(args, model, diffusion, config, device, gen):
+def solve_photo(args, solver):
     """
     Cut --image to the checkpoint's grid at the model's resolution, shuffle it (seeded) and solve it; draw
     input | solution | original with pieces cut from the photo's own pixels (up to DISPLAY_PIECE px a side).
     """
+    config, device = solver.config, solver.device
     grid, piece, gap = tuple(config["grid"]), config["piece_size"], config["gap"]
     photo = open_photo(args.image, grid, piece + gap)
     pieces = cut_image(fit_image(photo, grid[0] * (piece + gap), grid[1] * (piece + gap)), grid, piece, gap)
     order, miss = shuffle_pieces(len(pieces), np.random.default_rng(args.seed), 0, config["anchor"])
     batch = {"content": torch.from_numpy(pieces[order]).permute(0, 3, 1, 2)[None].float().to(device) * 2 - 1,
              "order": torch.from_numpy(order)[None].to(device), "missing": torch.from_numpy(miss)[None].to(device)}
-    pos, _, acc = evaluate(model, diffusion, batch, config, args.steps, args.sampler, args.assign, gen)
+    pos, _, acc = solver.evaluate(batch)
     # the same cut at display resolution: as large as the photo allows, up to DISPLAY_PIECE px per piece
     k = max(1.0, min(DISPLAY_PIECE / piece, min(photo.width / grid[1], photo.height / grid[0]) / (piece + gap)))
     big_piece, big_gap = round(piece * k), round(gap * k)
@@ -174,17 +206,16 @@ def stem(path):
     return os.path.splitext(os.path.basename(os.path.normpath(path)))[0]
 
 
-def order_clip(args, model, diffusion, config, device, gen, codec, missing, stride):
+def order_clip(args, solver, missing, stride):
     """Cut --video into the checkpoint's pieces (centre window), shuffle it (seeded), solve, and picture it."""
+    config = solver.config
     pieces, fpp = config["pieces"], config["frames_per_piece"]
     clip = read_clip(args, config, stride, pieces * fpp)
     puzzle = make_video_puzzle(clip, pieces, fpp, np.random.default_rng(args.seed), missing, start=0)
-    batch = {k: v[None].to(device) for k, v in video_item(puzzle).items()}   # a batch of one
-    pos, generated, scores = evaluate(model, diffusion, codec.encode_batch(batch) if codec else batch, config,
-                                      args.steps, args.sampler, args.assign, gen)
+    batch = {k: v[None].to(solver.device) for k, v in video_item(puzzle).items()}   # a batch of one
+    pos, generated, scores = solver.evaluate(batch)
     gif = write_rows(os.path.join(args.out, f"{stem(args.video)}_solved.gif"),
-                     [video_row(batch, pos, codec.decode(generated) if codec else generated, 0)],
-                     ["shuffled", "solved", "original"])
+                     [video_row(batch, pos, solver.decode(generated), 0)], ["shuffled", "solved", "original"])
     print(f"predicted positions of the shuffled pieces {pos[0].tolist()} (true {puzzle['order'].tolist()}): "
           f"Kendall distance {scores['kendall']:.3f}, {'in order' if scores['exact'] == 1 else 'not in order'}; "
           f"wrote {gif} (shuffled | solved | original)")
@@ -195,13 +226,14 @@ def order_clip(args, model, diffusion, config, device, gen, codec, missing, stri
 # Temporal super-resolution (supplement, "Downstream Task: Temporal Super-resolution")
 # ----------------------------------------------------------------------------
 
-def superres(args, model, diffusion, config, device, gen, codec, stride):
+def superres(args, solver, stride):
     """
     The pieces at positions 0, K+1, 2(K+1), ... are given, the K pieces between each pair are missing content
     generated at known positions (every positional code is given). Input: the clip of --video (its frames are
     the low-rate video), else test clips of the dataset (every (K+1)-th piece kept, the ground truth shown next
     to the result).
     """
+    config, device = solver.config, solver.device
     pieces, fpp, k = config["pieces"], config["frames_per_piece"], args.superres
     valid = [j for j in range(1, pieces - 1) if (pieces - 1) % (j + 1) == 0]
     if k not in valid:
@@ -221,10 +253,10 @@ def superres(args, model, diffusion, config, device, gen, codec, stride):
     b = content.shape[0]
     batch = {"content": content.to(device), "order": torch.arange(pieces, device=device).expand(b, -1),
              "missing": torch.from_numpy(~keep).to(device).expand(b, -1)}
-    _, generated = solve(model, diffusion, codec.encode_batch(batch) if codec else batch,
-                         position_table(config).to(device), config["anchor"], args.steps, args.sampler, args.assign,
-                         gen, known=torch.ones_like(batch["missing"]), latents=codec is not None)
-    generated = codec.decode(generated) if codec else generated
+    _, generated = solve(solver.model, solver.diffusion, solver.encode(batch), position_table(config).to(device),
+                         config["anchor"], args.steps, args.sampler, args.assign, solver.gen,
+                         known=torch.ones_like(batch["missing"]), latents=solver.codec is not None)
+    generated = solver.decode(generated)
     rows = [video_row(batch, np.arange(pieces)[None].repeat(b, 0), generated, i) for i in range(b)]
     if args.video:                                             # no ground truth for the user's clip
         rows = [(clips[:2], marks[:2]) for clips, marks in rows]
@@ -256,20 +288,15 @@ def main(args):
         missing = args.missing if args.missing is not None else (0 if args.video else config["missing"])
         stride = config["frame_stride"] if args.frame_stride is None else args.frame_stride
         check_video(config["pieces"], config["frames_per_piece"], missing, stride)
-    codec = VaeCodec(config["vae"]) if config.get("vae") else None
-    model, diffusion = build_model(config)
-    model.load_state_dict(ckpt["ema"])
-    device = resolve_device(args.device)
-    model.to(device).eval()
+    solver = Solver(args, ckpt)
     os.makedirs(args.out, exist_ok=True)
-    gen = torch.Generator(device).manual_seed(args.seed)
     if args.image:
-        return solve_photo(args, model, diffusion, config, device, gen)
+        return solve_photo(args, solver)
     if args.superres:
-        return superres(args, model, diffusion, config, device, gen, codec, stride)
+        return superres(args, solver, stride)
     if args.video:
-        return order_clip(args, model, diffusion, config, device, gen, codec, missing, stride)
-    return score_test_set(args, ckpt, model, diffusion, device, gen, codec, missing, stride)
+        return order_clip(args, solver, missing, stride)
+    return score_test_set(args, solver, missing, stride)
 
 
 def get_parser():

@@ -146,6 +146,10 @@ def test_sample_own_photo(image_ckpt, tmp_path):
     Image.fromarray((shapes_image(np.random.default_rng(5), 120, 160) * 255).astype(np.uint8)).save(photo)
     out = py("sample.py", "--ckpt", image_ckpt, "--image", photo, "--steps", "3", "--out", tmp_path).stdout
     assert "solved" in out and (tmp_path / "photo_solved.png").exists()
+    # drawn from the photo's own pixels: 2x2 pieces of 60 px (its 120 px side / 2), not the model's 8 px pieces
+    original = np.asarray(Image.open(tmp_path / "photo_solved.png"))[:, -120:]
+    assert original.shape[0] == 120 + 2 and abs(original[:60, :60].astype(float).mean() -
+                                                 np.asarray(Image.open(photo))[:60, 20:80].mean()) < 10
 
 
 def test_resume_continues(image_ckpt, tmp_path):
