@@ -38,9 +38,13 @@ PHOTO_3X3 = ["--dataset", "folder", "--data-dir", PHOTOS, "--grid", "3", "--piec
 RECIPES = {
     # the shipped checkpoints' recipes
     "image-photos-3x3": ("train_image.py", PHOTO_3X3 + ["--max-steps", "24000"], [[], ["--dataset", "shapes"]]),
-    "image-photos-3x3-gap": ("train_image.py", PHOTO_3X3 + ["--gap", "8", "--missing", "3", "--max-steps", "24000"],
+    "image-photos-3x3-gap": ("train_image.py", PHOTO_3X3 + ["--gap", "8", "--missing", "3", "--max-steps", "16000"],
                              [["--missing", str(k)] for k in range(4)]),
     "image-3x3": ("train_image.py", IMAGE_3X3 + ["--schedule", "cosine", "--max-steps", "5000"], [[]]),
+    "video-mmnist-10x2": ("train_video.py", ["--dataset", "movingmnist", "--data-dir", MNIST, "--size", "32",
+                                             "--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3", "2000",
+                                             "--lr", "1e-3", "--schedule", "cosine", "--max-steps", "4500",
+                                             "--eval-every", "500", "--eval-puzzles", "32"], [[]]),
     "video-5x4": ("train_video.py", ["--pieces", "5", "--frames-per-piece", "4", "--lr", "1e-3",
                                      "--schedule", "cosine", "--max-steps", "3200"], [[]]),
     # shorter runs that show the effect of one option each
@@ -117,7 +121,7 @@ def shown(cmd):
 def run_recipe(name, out_root):
     script, flags, evals = RECIPES[name]
     out = os.path.join(out_root, name)
-    cmd = [script] + flags + ["--out", out, "--eval-every", "0"]
+    cmd = [script] + flags + ["--out", out] + ([] if "--eval-every" in flags else ["--eval-every", "0"])
     t = time.time()
     sh(cmd)
     minutes = (time.time() - t) / 60

@@ -1,5 +1,5 @@
 """
-Clean errors for user mistakes, shared by every script (train_image.py, train_video.py, sample.py, bench.py).
+Clean errors for user mistakes, shared by the scripts (train_image.py, train_video.py, sample.py).
 
 A wrong flag, a missing file or an unreadable dataset raises `UserError` with one sentence that names the flag or
 file and says what to do; `run_cli` turns it into one `error: ...` line and exit code 2, never a traceback.

@@ -136,12 +136,14 @@ def load_movingmnist(path):
     64, 64) uint8, as a memory-mapped uint8 view (videos, frames, 64, 64). Any number of videos is accepted.
     """
     if not path:
-        raise UserError(f"--dataset movingmnist needs --data-dir pointing at {MOVINGMNIST_FILE} or its folder")
+        raise UserError("--dataset movingmnist needs --data-dir: a folder with the MNIST IDX files or "
+                        f"{MOVINGMNIST_FILE}")
     path = os.fspath(path)
     if os.path.isdir(path):
         path = os.path.join(path, MOVINGMNIST_FILE)
     if not os.path.isfile(path):
-        raise UserError(f"--data-dir {path} not found; download {MOVINGMNIST_FILE} and pass the file or its folder")
+        raise UserError(f"--data-dir {path} holds neither the MNIST IDX files (train-images-idx3-ubyte[.gz], "
+                        f"t10k-images-idx3-ubyte[.gz]) nor {MOVINGMNIST_FILE}; pass the folder or the file")
     if not path.endswith(".npy"):
         raise UserError(f"--data-dir {path} must be a .npy file like {MOVINGMNIST_FILE}")
     try:

@@ -110,7 +110,7 @@ def score_test_set(args, solver, missing, stride):
         truth.append({k: batch[k].cpu() for k in ("order", "missing")})
         pictured = range(min(PICTURED[kind] - len(rows), len(pos)))
         if kind == "video" and pictured:
-            content = solver.decode(content)
+            content = solver.decode(content[:len(pictured)])
         rows += [image_row(batch, pos, content, config["grid"], k) if kind == "image" else
                  video_row(batch, pos, content, k) for k in pictured]
     truth = {k: torch.cat([t[k] for t in truth]) for k in ("order", "missing")}
@@ -316,8 +316,8 @@ def get_parser():
     p.add_argument("--dataset", default=None, choices=[*DATASETS, *VIDEO_DATASETS],
                    help="evaluate on another dataset than trained on (of the checkpoint's kind)")
     p.add_argument("--data-dir", default=None,
-                   help="image folder for folder/imagenet/jpwleg3, mnist_test_seq.npy for movingmnist, video folder "
-                        "for videos (default: the training run's)")
+                   help="image folder for folder/imagenet/jpwleg3, the MNIST IDX folder or mnist_test_seq.npy for "
+                        "movingmnist, video folder for videos (default: the training run's)")
     p.add_argument("--image", default=None, help="solve your own photo: cut, shuffle, solve, picture")
     p.add_argument("--video", default=None,
                    help="video checkpoints: order your own clip (file or frame folder; its centre is cut into the "

@@ -11,7 +11,7 @@ Where real pixels come from: image files, video files and frame folders, and the
   gives up a fixed 5% of it (by a hash of the file name) as the test split; a flat folder is split 95/5 the same
   way. The two splits never share a file.
 
-    files = split_files("~/photos", "train", "folder", list_images, "images", IMAGE_EXTS)
+    files = split_files("photos", "train", "folder", list_images, "images", IMAGE_EXTS)
     img = fit_image(Image.open(files[0]), 48, 48)                           # (48, 48, 3) in [0, 1]
     view = random_crop(load_photo(files[0], 137), 48, 48, rng)              # a fresh zoomed/flipped training view
     clip = read_video("clip.mp4", frame_stride=2, size=64)                  # (T, 64, 64, C) in [0, 1]
@@ -68,6 +68,9 @@ def split_files(data_dir, split, dataset, lister, what, exts):
     else:                                                  # carve a disjoint test split out of train/ or the folder
         root = train_dir if has_train else data_dir
         files = [f for f in lister(root) if is_held_out(f, root) == (split == "test")]
+    if not files and split == "test" and not evals and lister(train_dir if has_train else data_dir):
+        raise UserError(f"--data-dir {data_dir} has too few {what} for its automatic 5% test split (none fell in "
+                        f"it); add a test/ subfolder with a few {what}")
     if not files:
         raise UserError(f"--data-dir {data_dir} holds no {split} {what} ({', '.join(exts)}); check the path")
     return files
@@ -107,7 +110,7 @@ def load_photo(path, short_side):
     return photo
 
 
-def random_crop(photo, height, width, rng, scale=(0.35, 1.0)):
+def random_crop(photo, height, width, rng, scale=(0.3, 1.0)):
     """
     A fresh training view of a photo (H, W, 3) float32 in [0, 1]: a box of the puzzle's aspect whose side is a
     fraction s of the largest such box (s^2 uniform in scale^2: uniform in area), at a random position, resized to

@@ -69,7 +69,7 @@ def main(args):
     train_set = ImagePuzzles(args.dataset, "train", **data,
                              crop_scale=tuple(args.crop_scale) if args.dataset == "folder" else None)
     test_set = ImagePuzzles(args.dataset, "test", **data)
-    eval_batch = collate([test_set[i] for i in range(args.eval_puzzles)])
+    eval_batch = collate([test_set[i] for i in range(min(args.eval_puzzles, len(test_set)))])
     train(args, config, model, diffusion, train_set, eval_batch, ckpt)
 
 

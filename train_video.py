@@ -27,7 +27,7 @@ import torch
 from diffusion import PREDICTIONS
 from errors import UserError, run_cli
 from jpdvt import build_model
-from puzzles import VIDEO_DATASETS, VideoPuzzles, check_video, collate
+from puzzles import ENDLESS, VIDEO_DATASETS, VideoPuzzles, check_video, collate
 from training import add_train_flags, loss_weight, resume_args, train
 from unet3d import CONFIGS
 from vae import VAE_FACTOR, VaeCodec
@@ -74,6 +74,9 @@ def main(args):
     if args.curriculum:                        # (first pieces, steps, stream positions per step)
         curriculum = (args.curriculum[0], args.curriculum[1], args.batch_size * int(os.environ.get("WORLD_SIZE", 1)))
     train_set = VideoPuzzles(args.dataset, "train", **data, curriculum=curriculum)
+    if curriculum and len(train_set) < ENDLESS:
+        raise UserError("--curriculum needs an endless training stream (--dataset digits, or movingmnist from the "
+                        "MNIST IDX files); drop it for a fixed set of videos")
     test_set = VideoPuzzles(args.dataset, "test", **data)
     eval_batch = collate([test_set[i] for i in range(min(args.eval_puzzles, len(test_set)))])
     train(args, config, model, diffusion, train_set, eval_batch, ckpt, codec.encode_batch if codec else None)
@@ -83,7 +86,8 @@ def get_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", default="digits", choices=VIDEO_DATASETS, help="where videos come from")
     p.add_argument("--data-dir", default=None,
-                   help="movingmnist: mnist_test_seq.npy or its folder; videos: a folder of video files or frame "
+                   help="movingmnist: a folder with the MNIST IDX files (clips generated) or mnist_test_seq.npy; "
+                        "videos: a folder of video files or frame "
                         "folders (train/ and val/ or test/ subfolders are used if present)")
     p.add_argument("--pieces", type=int, default=5, help="pieces per puzzle; the first stays first (the anchor)")
     p.add_argument("--frames-per-piece", type=int, default=4, help="consecutive frames in each piece")

@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from errors import UserError
 from jpdvt import evaluate, position_table, puzzle_loss
+from puzzles import ENDLESS
 
 
 # ----------------------------------------------------------------------------
@@ -79,9 +80,21 @@ def save_checkpoint(path, ckpt):
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    for stale in os.listdir(folder):
-        if stale.startswith(f".{name}.tmp"):
-            os.remove(os.path.join(folder, stale))
+    for stale in os.listdir(folder):                       # temp files of killed runs (not of live ones)
+        pid = stale[len(f".{name}.tmp"):]
+        if stale.startswith(f".{name}.tmp") and pid.isdigit() and not process_alive(int(pid)):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(folder, stale))
+
+
+def process_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def load_checkpoint(path, kind=None):
@@ -182,14 +195,13 @@ class StepBatches(torch.utils.data.Sampler):
     epochs of a finite dataset through a seeded permutation). Starting at `start_step` resumes exactly.
     """
 
-    def __init__(self, length, batch_size, seed, start_step=0, max_steps=None, rank=0, world=1, endless=2 ** 62):
+    def __init__(self, length, batch_size, seed, start_step=0, max_steps=None, rank=0, world=1):
         self.length, self.b, self.seed = length, batch_size, seed
         self.start, self.max_steps, self.rank, self.world = start_step, max_steps, rank, world
-        self.endless = endless
         self._perm = (None, None)
 
     def index(self, pos):
-        if self.length >= self.endless:                    # an unlimited stream: position = item
+        if self.length >= ENDLESS:                         # an unlimited stream: position = item
             return pos
         epoch, j = divmod(pos, self.length)
         if self._perm[0] != epoch:

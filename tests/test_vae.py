@@ -55,10 +55,7 @@ def test_latent_diffusion_with_real_autoencoder(tmp_path):
 
 
 def test_codec_latents_are_unit_scale_not_clipped(tmp_path):
-    try:
-        from vae import VaeCodec
-    except ImportError:
-        from train_video import VaeCodec
+    from vae import VaeCodec
     codec = VaeCodec(str(tiny_autoencoder(tmp_path / "vae")))
     torch.manual_seed(1)
     frames = torch.rand(2, 3, 2, 3, 64, 64) * 2 - 1                             # (B, pieces, frames, C, H, W)

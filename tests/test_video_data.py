@@ -73,7 +73,7 @@ def test_load_movingmnist(tmp_path):
     np.save(bad, np.zeros((3, 20, 32, 32), np.uint8))
     with pytest.raises(UserError, match="20, 10000, 64, 64"):
         load_movingmnist(bad)
-    with pytest.raises(UserError, match="not found"):
+    with pytest.raises(UserError, match="neither the MNIST IDX files"):
         load_movingmnist(tmp_path / "missing.npy")
     with pytest.raises(UserError, match="needs --data-dir"):
         load_movingmnist(None)
