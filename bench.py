@@ -35,16 +35,27 @@ PHOTOS = "../shared/data/photos"     # real photographs (train/ and test/), read
 MNIST = "../shared/data/mnist"       # the MNIST IDX files, Moving MNIST is generated from them
 PHOTO_3X3 = ["--dataset", "folder", "--data-dir", PHOTOS, "--grid", "3", "--piece-size", "24", "--patch-size", "24",
              "--batch-size", "64", "--lr", "2e-3", "--schedule", "cosine", "--eval-puzzles", "39"]
+MMNIST = ["--dataset", "movingmnist", "--data-dir", MNIST, "--size", "32", "--lr", "1e-3", "--schedule", "cosine",
+          "--eval-every", "500", "--eval-puzzles", "32"]
 RECIPES = {
     # the shipped checkpoints' recipes
     "image-photos-3x3": ("train_image.py", PHOTO_3X3 + ["--max-steps", "24000"], [[], ["--dataset", "shapes"]]),
-    "image-photos-3x3-gap": ("train_image.py", PHOTO_3X3 + ["--gap", "8", "--missing", "3", "--max-steps", "16000"],
-                             [["--missing", str(k)] for k in range(4)]),
+    "image-photos-3x3-gap": ("train_image.py", PHOTO_3X3 + ["--gap", "8", "--max-steps", "16000"], [[]]),
+    "image-photos-3x3-gap-missing": ("train_image.py", PHOTO_3X3 + ["--gap", "8", "--missing", "3", "--max-steps",
+                                                                    "16000"], [["--missing", str(k)] for k in range(4)]),
     "image-3x3": ("train_image.py", IMAGE_3X3 + ["--schedule", "cosine", "--max-steps", "5000"], [[]]),
     "video-mmnist-10x2": ("train_video.py", ["--dataset", "movingmnist", "--data-dir", MNIST, "--size", "32",
                                              "--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3", "2000",
-                                             "--lr", "1e-3", "--schedule", "cosine", "--max-steps", "4500",
+                                             "--lr", "1e-3", "--schedule", "cosine", "--max-steps", "5000",
                                              "--eval-every", "500", "--eval-puzzles", "32"], [[]]),
+    # Moving MNIST from the MNIST digits at 32 px (curriculum: 3 pieces growing to all by step 2000)
+    "video-mmnist-20x1": ("train_video.py", MMNIST + ["--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3",
+                                                      "2000", "--max-steps", "4000"], [[]]),
+    "video-mmnist-5x4": ("train_video.py", MMNIST + ["--pieces", "5", "--frames-per-piece", "4", "--curriculum", "3",
+                                                     "1000", "--max-steps", "2000"], [[]]),
+    "video-mmnist-10x2-missing": ("train_video.py", MMNIST + ["--pieces", "10", "--frames-per-piece", "2", "--missing",
+                                                              "2", "--curriculum", "3", "2000", "--max-steps", "4000"],
+                                  [["--missing", str(k)] for k in range(3)]),
     "video-5x4": ("train_video.py", ["--pieces", "5", "--frames-per-piece", "4", "--lr", "1e-3",
                                      "--schedule", "cosine", "--max-steps", "3200"], [[]]),
     # shorter runs that show the effect of one option each
