@@ -68,7 +68,7 @@ def test_folder_dataset_skips_corrupt(tmp_path):
     items = [ds[i] for i in range(10)]                     # two epochs: every file visited twice
     assert all(it["content"].shape == (4, 3, 8, 8) for it in items)
     assert ds.skipped == {str(tmp_path / "train" / "broken.jpg")}
-    with pytest.raises(UserError, match="no test images"):
+    with pytest.raises(UserError, match="too few images for its automatic 5% test split"):
         ImagePuzzles("folder", "test", (2, 2), 8, data_dir=str(tmp_path / "train" / "cats"))
 
 
