@@ -41,8 +41,9 @@ RECIPES = {
     # the shipped checkpoints' recipes
     "image-photos-3x3": ("train_image.py", PHOTO_3X3 + ["--max-steps", "24000"], [[], ["--dataset", "shapes"]]),
     "image-photos-3x3-gap": ("train_image.py", PHOTO_3X3 + ["--gap", "8", "--max-steps", "16000"], [[]]),
-    "image-photos-3x3-gap-missing": ("train_image.py", PHOTO_3X3 + ["--gap", "8", "--missing", "3", "--max-steps",
-                                                                    "16000"], [["--missing", str(k)] for k in range(4)]),
+    "image-photos-3x3-gap-missing": ("train_image.py",
+                                     PHOTO_3X3 + ["--gap", "8", "--missing", "3", "--max-steps", "16000"],
+                                     [["--missing", str(k)] for k in range(4)]),
     "image-3x3": ("train_image.py", IMAGE_3X3 + ["--schedule", "cosine", "--max-steps", "5000"], [[]]),
     "video-mmnist-10x2": ("train_video.py", ["--dataset", "movingmnist", "--data-dir", MNIST, "--size", "32",
                                              "--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3", "2000",
