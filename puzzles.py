@@ -19,6 +19,7 @@ pure function of the step: that is what makes resuming exact and the train and t
 
 Where the pixels come from: synthetic.py (built in), sources.py (image and video files), mnist.py (Moving MNIST).
 """
+import functools
 import math
 import re
 import sys
@@ -120,6 +121,17 @@ def check_video(pieces, frames_per_piece, missing, frame_stride):
         raise UserError(f"--frame-stride must be at least 1, got {frame_stride}")
 
 
+@functools.lru_cache(maxsize=4)
+def _epoch_order(length, seed, epoch):
+    return np.random.default_rng([seed, 7, epoch]).permutation(length)
+
+
+def epoch_index(pos, length, seed):
+    """Stream position -> item of a finite set: every item once per epoch, each epoch in its own seeded order."""
+    epoch, j = divmod(pos, length)
+    return int(_epoch_order(length, seed, epoch)[j])
+
+
 def note_skip(skipped, path, why, total):
     """Skip a file for good (the next one takes its place) and say so on stderr, with the count so far (unless
     none of the `total` files is left: the caller then stops with one error)."""
@@ -158,7 +170,6 @@ class ImagePuzzles(torch.utils.data.Dataset):
         self.missing, self.anchor, self.seed = missing, anchor, seed
         self.train = split == "train"
         self.crop_scale = crop_scale if self.train else None     # (lo, hi): fresh zoomed views of photos
-        self._perm = (None, None)
         self.vary_missing = self.train if vary_missing is None else vary_missing  # train: 0..K missing
         self.files = None if dataset == "shapes" else split_files(data_dir, split, dataset, list_images,
                                                                              "images", IMAGE_EXTS)
@@ -170,12 +181,7 @@ class ImagePuzzles(torch.utils.data.Dataset):
 
     def file_index(self, i):
         """Training: stream position i -> a file, every file once per epoch in a seeded order; test: file i."""
-        if not self.train:
-            return i
-        epoch, j = divmod(i, len(self.files))
-        if self._perm[0] != epoch:
-            self._perm = (epoch, np.random.default_rng([self.seed, 7, epoch]).permutation(len(self.files)))
-        return int(self._perm[1][j])
+        return epoch_index(i, len(self.files), self.seed) if self.train else i
 
     def source(self, i, rng):
         """The (H, W, 3) float image of stream position i, sized to the grid's cells."""

@@ -20,14 +20,13 @@ import re
 import time
 import zipfile
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
 from errors import UserError
 from jpdvt import evaluate, position_table, puzzle_loss
-from puzzles import ENDLESS
+from puzzles import ENDLESS, epoch_index
 
 
 # ----------------------------------------------------------------------------
@@ -198,15 +197,10 @@ class StepBatches(torch.utils.data.Sampler):
     def __init__(self, length, batch_size, seed, start_step=0, max_steps=None, rank=0, world=1):
         self.length, self.b, self.seed = length, batch_size, seed
         self.start, self.max_steps, self.rank, self.world = start_step, max_steps, rank, world
-        self._perm = (None, None)
 
     def index(self, pos):
-        if self.length >= ENDLESS:                         # an unlimited stream: position = item
-            return pos
-        epoch, j = divmod(pos, self.length)
-        if self._perm[0] != epoch:
-            self._perm = (epoch, np.random.default_rng([self.seed, 7, epoch]).permutation(self.length))
-        return int(self._perm[1][j])
+        """An unlimited stream: position = item; a finite set: shuffled epochs (puzzles.epoch_index)."""
+        return pos if self.length >= ENDLESS else epoch_index(pos, self.length, self.seed)
 
     def __iter__(self):
         s = self.start
