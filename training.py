@@ -224,6 +224,17 @@ def ema_update(ema, model, decay):
             pe.lerp_(pm, 1 - decay)
 
 
+def init_weights(model, ema, path, config):
+    """--init: start model and EMA from another run's EMA weights (fine-tuning); optimizer and step start fresh."""
+    src = load_checkpoint(path, config["kind"])
+    if src["config"]["model"] != config["model"]:
+        diff = sorted(k for k in config["model"] if src["config"]["model"].get(k) != config["model"][k])
+        raise UserError(f"--init {path} holds a model with other settings ({', '.join(diff)}); fine-tuning needs "
+                        "the same --model, --piece-size and --patch-size (or frame settings) as that run")
+    model.load_state_dict(src["ema"])
+    ema.load_state_dict(src["ema"])
+
+
 def train(args, config, model, diffusion, train_set, eval_batch, ckpt=None, encode=None):
     """
     Train `model` on `train_set` (a map-style dataset indexed by stream position) with the loss of jpdvt.py;
@@ -242,6 +253,8 @@ def train(args, config, model, diffusion, train_set, eval_batch, ckpt=None, enco
         ema.load_state_dict(ckpt["ema"])
         opt.load_state_dict(ckpt["opt"])
         step = ckpt["step"]
+    elif args.init:
+        init_weights(model, ema, args.init, config)
     if step >= args.max_steps and master:
         print(f"checkpoint is already at step {step} >= --max-steps {args.max_steps}; nothing to train")
     table = position_table(config).to(device)
@@ -340,6 +353,8 @@ def add_train_flags(p, lr):
     p.add_argument("--ema-decay", type=float, default=0.999, help="EMA decay of the weights used for sampling")
     p.add_argument("--out", default="out/run", help="output folder: ckpt.pt and log.txt")
     p.add_argument("--resume", default=None, help="continue from this ckpt.pt (settings come from it)")
+    p.add_argument("--init", default=None,
+                   help="fine-tune: start from this checkpoint's (EMA) weights with a fresh optimizer at step 0")
     p.add_argument("--seed", type=int, default=0, help="seed of the data stream, noise and initial weights")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (torchrun sets one per process)")
     p.add_argument("--workers", type=int, default=1, help="data-loading processes (0 = in the main process)")

@@ -43,6 +43,19 @@ def test_kill_and_resume_is_exact(tmp_path):
     assert not [f for f in os.listdir(b) if ".tmp" in f]                 # no temp file left behind
 
 
+def test_init_fine_tunes_from_a_checkpoint(image_ckpt, tmp_path):
+    src = torch.load(image_ckpt, weights_only=True)["ema"]
+    py("train_image.py", *TINY_IMAGE, "--missing", "1", "--init", image_ckpt, "--lr", "1e-9", "--max-steps", "1",
+       "--eval-every", "0", "--out", tmp_path)
+    step, model, ema = weights(tmp_path / "ckpt.pt")
+    assert step == 1                                                     # a fresh run: step and optimizer restart
+    for k in src:
+        assert torch.allclose(model[k], src[k], atol=1e-6), k           # ... from the other run's EMA weights
+    other = py("train_image.py", *TINY_IMAGE, "--piece-size", "12", "--init", image_ckpt, "--max-steps", "1",
+               "--out", tmp_path / "b", check=False)
+    assert_clean_error(other, "--init")
+
+
 def assert_clean_error(proc, needle=None):
     assert proc.returncode != 0, proc.stdout
     assert "Traceback" not in proc.stderr, proc.stderr
