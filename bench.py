@@ -51,9 +51,9 @@ RECIPES = {
                                              "--eval-every", "500", "--eval-puzzles", "32"], [[]]),
     # Moving MNIST from the MNIST digits at 32 px (curriculum: 3 pieces growing to all by step 2000)
     "video-mmnist-20x1": ("train_video.py", MMNIST + ["--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3",
-                                                      "2000", "--max-steps", "4000"], [[]]),
+                                                      "6000", "--max-steps", "12000"], [[]]),
     "video-mmnist-5x4": ("train_video.py", MMNIST + ["--pieces", "5", "--frames-per-piece", "4", "--curriculum", "3",
-                                                     "1000", "--max-steps", "2000"], [[]]),
+                                                     "2000", "--max-steps", "10000"], [[]]),
     "video-mmnist-10x2-missing": ("train_video.py", MMNIST + ["--pieces", "10", "--frames-per-piece", "2", "--missing",
                                                               "2", "--curriculum", "3", "2000", "--max-steps", "4000"],
                                   [["--missing", str(k)] for k in range(3)]),
