@@ -54,6 +54,13 @@ RECIPES = {
                                                       "6000", "--max-steps", "12000"], [[]]),
     "video-mmnist-5x4": ("train_video.py", MMNIST + ["--pieces", "5", "--frames-per-piece", "4", "--curriculum", "3",
                                                      "2000", "--max-steps", "10000"], [[]]),
+    # the same with twice the puzzles per step (as many positional codes per step as 10 x 2 at batch 16)
+    "video-mmnist-5x4-batch32": ("train_video.py", MMNIST + ["--pieces", "5", "--frames-per-piece", "4", "--curriculum",
+                                                             "3", "2000", "--batch-size", "32", "--max-steps", "8000"],
+                                 [[]]),
+    "video-mmnist-5x4-batch64": ("train_video.py", MMNIST + ["--pieces", "5", "--frames-per-piece", "4", "--curriculum",
+                                                             "3", "1000", "--batch-size", "64", "--max-steps", "4000"],
+                                 [[]]),
     "video-mmnist-10x2-missing": ("train_video.py", MMNIST + ["--pieces", "10", "--frames-per-piece", "2", "--missing",
                                                               "2", "--curriculum", "3", "2000", "--max-steps", "4000"],
                                   [["--missing", str(k)] for k in range(3)]),
