@@ -37,6 +37,7 @@ PHOTO_3X3 = ["--dataset", "folder", "--data-dir", PHOTOS, "--grid", "3", "--piec
              "--batch-size", "64", "--lr", "2e-3", "--schedule", "cosine", "--eval-puzzles", "39"]
 MMNIST = ["--dataset", "movingmnist", "--data-dir", MNIST, "--size", "32", "--lr", "1e-3", "--schedule", "cosine",
           "--eval-every", "500", "--eval-puzzles", "32"]
+MMNIST_5X4 = MMNIST + ["--pieces", "5", "--frames-per-piece", "4"]
 RECIPES = {
     # the shipped checkpoints' recipes
     "image-photos-3x3": ("train_image.py", PHOTO_3X3 + ["--max-steps", "24000"], [[], ["--dataset", "shapes"]]),
@@ -45,22 +46,17 @@ RECIPES = {
                                      PHOTO_3X3 + ["--gap", "8", "--missing", "3", "--max-steps", "16000"],
                                      [["--missing", str(k)] for k in range(4)]),
     "image-3x3": ("train_image.py", IMAGE_3X3 + ["--schedule", "cosine", "--max-steps", "5000"], [[]]),
-    "video-mmnist-10x2": ("train_video.py", ["--dataset", "movingmnist", "--data-dir", MNIST, "--size", "32",
-                                             "--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3", "2000",
-                                             "--lr", "1e-3", "--schedule", "cosine", "--max-steps", "5000",
-                                             "--eval-every", "500", "--eval-puzzles", "32"], [[]]),
-    # Moving MNIST from the MNIST digits at 32 px (curriculum: 3 pieces growing to all by step 2000)
+    "video-mmnist-10x2": ("train_video.py", MMNIST + ["--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3",
+                                                      "2000", "--max-steps", "5000"], [[]]),
+    # the paper's other Moving MNIST settings (curriculum: 3 pieces at first, growing to all by the given step)
     "video-mmnist-20x1": ("train_video.py", MMNIST + ["--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3",
                                                       "6000", "--max-steps", "12000"], [[]]),
-    "video-mmnist-5x4": ("train_video.py", MMNIST + ["--pieces", "5", "--frames-per-piece", "4", "--curriculum", "3",
-                                                     "2000", "--max-steps", "10000"], [[]]),
-    # the same with twice the puzzles per step (as many positional codes per step as 10 x 2 at batch 16)
-    "video-mmnist-5x4-batch32": ("train_video.py", MMNIST + ["--pieces", "5", "--frames-per-piece", "4", "--curriculum",
-                                                             "3", "2000", "--batch-size", "32", "--max-steps", "8000"],
-                                 [[]]),
-    "video-mmnist-5x4-batch64": ("train_video.py", MMNIST + ["--pieces", "5", "--frames-per-piece", "4", "--curriculum",
-                                                             "3", "1000", "--batch-size", "64", "--max-steps", "4000"],
-                                 [[]]),
+    "video-mmnist-5x4": ("train_video.py", MMNIST_5X4 + ["--curriculum", "3", "2000", "--max-steps", "10000"], [[]]),
+    # the same with more puzzles per step (batch 32: as many positional codes per step as 10 x 2 at batch 16)
+    "video-mmnist-5x4-batch32": ("train_video.py", MMNIST_5X4 + ["--curriculum", "3", "2000", "--batch-size", "32",
+                                                                 "--max-steps", "8000"], [[]]),
+    "video-mmnist-5x4-batch64": ("train_video.py", MMNIST_5X4 + ["--curriculum", "3", "1000", "--batch-size", "64",
+                                                                 "--max-steps", "4000"], [[]]),
     "video-mmnist-10x2-missing": ("train_video.py", MMNIST + ["--pieces", "10", "--frames-per-piece", "2", "--missing",
                                                               "2", "--curriculum", "3", "2000", "--max-steps", "4000"],
                                   [["--missing", str(k)] for k in range(3)]),
