@@ -74,23 +74,28 @@ def puzzle_loss(model, diffusion, batch, table, anchored, weights):
 
 @torch.no_grad()
 def solve(model, diffusion, batch, table, anchored, steps=50, sampler="ddim", method="hungarian",
-          generator=None, progress=False, known=None, latents=False):
+          generator=None, progress=False, known=None, latents=False, samples=1):
     """
     Returns (positions (B, N) int array: predicted position of each piece, content with missing generated).
     known: (B, N) bool of pieces whose true code is given (default: the anchor); all True generates only the
     missing content at known positions (temporal super-resolution). latents: the content is autoencoder latents
     (about unit variance), so its predictions are not clipped to [-1, 1] like codes and pixels are.
+    samples: draw that many independent samples of the codes and assign on their mean distance to each true
+    code (a small ensemble; the content returned is the first sample's).
     """
     anchor = anchor_mask(batch, anchored) if known is None else known
     keep = ~batch["missing"]
     content = batch["content"] * keep.view(*keep.shape, *[1] * (batch["content"].dim() - 2))
     given = {"pos": table[batch["order"]] * anchor[..., None], "content": content}
     masks = {"pos": ~anchor, "content": batch["missing"]}
-    out = diffusion.sample(model_fn(model, batch["missing"], anchor), given, masks, steps, sampler,
-                           generator=generator, progress=progress, unclipped=("content",) if latents else ())
-    cost = torch.cdist(out["pos"].float(), table[None].float().expand(out["pos"].shape[0], -1, -1))
-    positions = np.stack([assign(c, method) for c in cost.cpu()])
-    return positions, out["content"]
+    cost, content = 0, None
+    for _ in range(samples):
+        out = diffusion.sample(model_fn(model, batch["missing"], anchor), given, masks, steps, sampler,
+                               generator=generator, progress=progress, unclipped=("content",) if latents else ())
+        cost = cost + torch.cdist(out["pos"].float(), table[None].float().expand(out["pos"].shape[0], -1, -1))
+        content = out["content"] if content is None else content
+    positions = np.stack([assign(c, method) for c in cost.cpu()])   # (B, N, positions) summed distances
+    return positions, content
 
 
 # ----------------------------------------------------------------------------
@@ -122,9 +127,9 @@ def score(positions, batch, config):
 
 
 def evaluate(model, diffusion, batch, config, steps, sampler="ddim", method="hungarian", generator=None,
-             progress=False):
+             progress=False, samples=1):
     """Solve a batch (its content already latents for a --vae model) and score it: (positions, content, metrics)."""
     table = position_table(config).to(batch["content"].device)
     positions, content = solve(model, diffusion, batch, table, config["anchor"], steps, sampler, method, generator,
-                               progress, latents=bool(config.get("vae")))
+                               progress, latents=bool(config.get("vae")), samples=samples)
     return positions, content, score(positions, batch, config)

@@ -145,6 +145,24 @@ def test_solve_with_all_positions_known_generates_only_missing():
     assert not torch.equal(out[missing], content[missing])    # missing pieces generated
 
 
+def test_solve_assigns_on_the_mean_distance_of_several_samples():
+    table = sequence_table(4)
+    draws = [table[[1, 0, 2, 3]], table, table + 0.01]        # the first sample swaps pieces 0 and 1
+
+    class Draws:                                              # a diffusion whose samples are the draws above
+        def sample(self, fn, given, masks, *args, **kw):
+            return {"pos": draws[self.calls.pop(0)][None], "content": given["content"] + len(self.calls)}
+
+    batch = {"content": torch.zeros(1, 4, 1, 1, 8, 8), "order": torch.arange(4)[None],
+             "missing": torch.zeros(1, 4, dtype=torch.bool)}
+    for samples, want in [(1, [1, 0, 2, 3]), (3, [0, 1, 2, 3])]:
+        diffusion = Draws()
+        diffusion.calls = list(range(samples))
+        pos, content = solve(None, diffusion, batch, table, False, samples=samples)
+        assert pos.tolist() == [want] and not diffusion.calls
+        assert torch.equal(content, batch["content"] + samples - 1)   # the first sample's content
+
+
 # ----------------------------------------------------------------------------- scripts
 
 def test_training_run_writes_checkpoint_and_log(video_ckpt):
@@ -178,12 +196,12 @@ def test_resume_video_is_exact(tmp_path):
 
 def test_sample_metrics_and_gif(video_ckpt, tmp_path):
     out = py("sample.py", "--ckpt", video_ckpt, "--num-puzzles", "3", "--steps", "2", "--batch-size", "2",
-             "--out", tmp_path).stdout
-    assert "mean Kendall distance" in out
+             "--samples", "2", "--out", tmp_path).stdout
+    assert "mean Kendall distance" in out and "x2 samples" in out
     m = json.loads((tmp_path / "metrics.json").read_text())
     assert {"kendall", "exact", "num_puzzles", "sec_per_puzzle", "dataset", "pieces", "frames_per_piece", "missing",
-            "sampler", "steps", "assign", "seed", "ckpt", "train_step"} <= set(m)
-    assert 0 <= m["kendall"] <= 1 and 0 <= m["exact"] <= 1 and m["num_puzzles"] == 3 and m["missing"] == 1
+            "sampler", "steps", "samples", "assign", "seed", "ckpt", "train_step"} <= set(m)
+    assert m["samples"] == 2 and 0 <= m["kendall"] <= 1 and 0 <= m["exact"] <= 1 and m["num_puzzles"] == 3 and m["missing"] == 1
     assert (m["dataset"], m["pieces"], m["frames_per_piece"], m["train_step"]) == ("digits", 3, 2, 6)
     gif = iio.imread(tmp_path / "examples.gif", index=None)
     assert gif.shape == (6, 14 + 3 * 102 + 6, 3 * 102 + 6, 3)  # 6 frames; 3 puzzles x 3 columns of 96 px frames
