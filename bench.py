@@ -55,6 +55,8 @@ RECIPES = {
     # the paper's other Moving MNIST settings (curriculum: 3 pieces at first, growing to all by the given step)
     "video-mmnist-20x1": ("train_video.py", MMNIST + ["--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3",
                                                       "6000", "--max-steps", "12000"], [[]]),
+    "video-mmnist-20x1-lr5e-4": ("train_video.py", [("5e-4" if f == "1e-3" else f) for f in MMNIST] + [
+        "--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3", "6000", "--max-steps", "12000"], [[]]),
     "video-mmnist-5x4": ("train_video.py", MMNIST_5X4 + ["--curriculum", "3", "2000", "--max-steps", "10000"], [[]]),
     # the same with more puzzles per step (batch 32: as many positional codes per step as 10 x 2 at batch 16)
     "video-mmnist-5x4-batch32": ("train_video.py", MMNIST_5X4 + ["--curriculum", "3", "2000", "--batch-size", "32",
