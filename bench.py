@@ -46,6 +46,18 @@ RECIPES = {
     "image-photos-3x3-gap-ft": ("train_image.py", [("1e-3" if f == "2e-3" else f) for f in PHOTO_3X3] + [
         "--init", "checkpoints/image-photos-3x3.pt", "--gap", "8", "--missing", "3", "--eval-every", "1000",
         "--max-steps", "4000"], [["--missing", str(k)] for k in range(4)]),
+    # the same with every training piece cut at the centre of its cell, as at test time (gaps exactly 8 px)
+    "image-photos-3x3-gap-ft-nojitter": ("train_image.py", [("1e-3" if f == "2e-3" else f) for f in PHOTO_3X3] + [
+        "--init", "checkpoints/image-photos-3x3.pt", "--gap", "8", "--missing", "3", "--no-jitter", "--eval-every",
+        "1000", "--max-steps", "4000"], [["--missing", str(k)] for k in range(4)]),
+    # the same with views of at least 60% of a photo's side (the test puzzles are whole photos)
+    "image-photos-3x3-gap-ft-scale0.6": ("train_image.py", [("1e-3" if f == "2e-3" else f) for f in PHOTO_3X3] + [
+        "--init", "checkpoints/image-photos-3x3.pt", "--gap", "8", "--missing", "3", "--crop-scale", "0.6", "1.0",
+        "--eval-every", "1000", "--max-steps", "4000"], [["--missing", str(k)] for k in range(4)]),
+    # the same grown to 6 blocks: the 2 new ones start as the identity (adaLN-Zero)
+    "image-photos-3x3-gap-ft-depth6": ("train_image.py", [("1e-3" if f == "2e-3" else f) for f in PHOTO_3X3] + [
+        "--init", "checkpoints/image-photos-3x3.pt", "--depth", "6", "--gap", "8", "--missing", "3",
+        "--eval-every", "1000", "--max-steps", "4000"], [["--missing", str(k)] for k in range(4)]),
     "image-photos-3x3-gap-missing": ("train_image.py",
                                      PHOTO_3X3 + ["--gap", "8", "--missing", "3", "--max-steps", "16000"],
                                      [["--missing", str(k)] for k in range(4)]),

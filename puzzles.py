@@ -165,8 +165,9 @@ class ImagePuzzles(torch.utils.data.Dataset):
     """
 
     def __init__(self, dataset, split, grid, piece, gap=0, missing=0, anchor=False, seed=0, data_dir=None,
-                 vary_missing=None, crop_scale=None):
+                 vary_missing=None, crop_scale=None, jitter=True):
         self.dataset, self.split, self.grid, self.piece, self.gap = dataset, split, grid, piece, gap
+        self.jitter = jitter and split == "train"                # pieces at random places in their cells
         self.missing, self.anchor, self.seed = missing, anchor, seed
         self.train = split == "train"
         self.crop_scale = crop_scale if self.train else None     # (lo, hi): fresh zoomed views of photos
@@ -212,7 +213,7 @@ class ImagePuzzles(torch.utils.data.Dataset):
     def __getitem__(self, i):
         rng = np.random.default_rng([self.seed, SPLITS[self.split], int(i)])
         img = self.source(int(i), rng)
-        pieces = cut_image(img, self.grid, self.piece, self.gap, rng if self.train else None)
+        pieces = cut_image(img, self.grid, self.piece, self.gap, rng if self.jitter else None)
         k = int(rng.integers(0, self.missing + 1)) if self.vary_missing else self.missing
         order, miss = shuffle_pieces(len(pieces), rng, k, self.anchor)
         content = torch.from_numpy(pieces[order]).permute(0, 3, 1, 2) * 2 - 1   # (N, 3, P, P)

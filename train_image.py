@@ -46,9 +46,9 @@ def check_settings(args):
     return grid, piece, gap
 
 
-def model_config(name, piece, patch):
-    """The DiT config of --model for --piece-size pieces cut into --patch-size patches."""
-    cfg = replace(CONFIGS[name], piece_size=piece)
+def model_config(name, piece, patch, depth=None):
+    """The DiT config of --model for --piece-size pieces cut into --patch-size patches (--depth blocks if given)."""
+    cfg = replace(CONFIGS[name], piece_size=piece, depth=depth or CONFIGS[name].depth)
     patch = patch or max(d for d in range(1, min(cfg.patch_size, piece) + 1) if piece % d == 0)
     if piece % patch:
         raise UserError(f"--patch-size {patch} must divide --piece-size {piece}")
@@ -58,7 +58,7 @@ def model_config(name, piece, patch):
 def main(args):
     ckpt = resume_args(args, "image", get_parser())
     grid, piece, gap = check_settings(args)
-    mcfg = model_config(args.model, piece, args.patch_size)
+    mcfg = model_config(args.model, piece, args.patch_size, args.depth)
     config = {"kind": "image", "model": asdict(mcfg), "model_name": args.model, "dataset": args.dataset,
               "grid": list(grid), "piece_size": piece, "gap": gap, "missing": args.missing, "anchor": args.anchor,
               "prediction": args.prediction, "args": vars(args)}
@@ -66,7 +66,7 @@ def main(args):
     model, diffusion = build_model(config)
     data = dict(grid=grid, piece=piece, gap=gap, missing=args.missing, anchor=args.anchor, seed=args.seed,
                 data_dir=args.data_dir)
-    train_set = ImagePuzzles(args.dataset, "train", **data,
+    train_set = ImagePuzzles(args.dataset, "train", **data, jitter=args.jitter,
                              crop_scale=tuple(args.crop_scale) if args.dataset == "folder" else None)
     test_set = ImagePuzzles(args.dataset, "test", **data)
     eval_batch = collate([test_set[i] for i in range(min(args.eval_puzzles, len(test_set)))])
@@ -83,12 +83,18 @@ def get_parser():
     p.add_argument("--gap", type=int, default=None,
                    help="erosion: extra pixels per cell around each piece (paper: 21 for 85 px cells, "
                         "jpwleg3 48); training crops pieces at random inside cells, testing at the centre")
+    p.add_argument("--jitter", action=argparse.BooleanOptionalAction, default=True,
+                   help="with --gap, training pieces are cut at random places in their cells, so neighbours lie "
+                        "0..2*gap apart (paper); --no-jitter cuts the centre as at test time (every gap = --gap)")
     p.add_argument("--crop-scale", type=float, nargs=2, default=[0.3, 1.0], metavar=("LO", "HI"),
                    help="folder: every training puzzle is a fresh random view of a photo, a box whose side is LO..HI "
                         "of the largest box that fits (flipped half of the time); test puzzles use the whole photo")
     p.add_argument("--missing", type=int, default=0,
                    help="up to K missing pieces while training (0..K at random), exactly K when evaluating")
     p.add_argument("--model", default="tiny", choices=CONFIGS, help="DiT size (base = the paper's)")
+    p.add_argument("--depth", type=positive, default=None,
+                   help="transformer blocks (default: the --model's); with --init from a shallower run, the extra "
+                        "blocks start as the identity (adaLN-Zero), so training starts from that run's solver")
     p.add_argument("--patch-size", type=positive, default=None,
                    help="ViT patch side in pixels, must divide the piece size (default: the largest divisor of "
                         "the piece size up to the model's patch size)")

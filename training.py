@@ -226,13 +226,18 @@ def ema_update(ema, model, decay):
 
 def init_weights(model, ema, path, config):
     """--init: start model and EMA from another run's EMA weights (fine-tuning); optimizer and step start fresh."""
+    if not os.path.isfile(path):
+        raise UserError(f"--init {path} does not exist; pass the ckpt.pt of the run to fine-tune from")
     src = load_checkpoint(path, config["kind"])
-    if src["config"]["model"] != config["model"]:
-        diff = sorted(k for k in config["model"] if src["config"]["model"].get(k) != config["model"][k])
+    have, want = src["config"]["model"], config["model"]
+    diff = sorted(k for k in want if have.get(k) != want[k])
+    grow = diff == ["depth"] and have["depth"] < want["depth"] and config["kind"] == "image"
+    if diff and not grow:
         raise UserError(f"--init {path} holds a model with other settings ({', '.join(diff)}); fine-tuning needs "
-                        "the same --model, --piece-size and --patch-size (or frame settings) as that run")
-    model.load_state_dict(src["ema"])
-    ema.load_state_dict(src["ema"])
+                        "the same --model, --piece-size and --patch-size (or frame settings) as that run, or a "
+                        "larger --depth")
+    for net in (model, ema):      # blocks past the source's depth keep their identity initialization
+        net.load_state_dict(src["ema"], strict=not grow)
 
 
 def train(args, config, model, diffusion, train_set, eval_batch, ckpt=None, encode=None):

@@ -36,6 +36,18 @@ def test_cut_assemble_round_trip(grid, piece, gap):
     assert random_crops.shape == pieces.shape
 
 
+def test_no_jitter_cuts_training_pieces_at_the_centre():
+    """--no-jitter: training pieces come from the centres of their cells, as test pieces do; the default jitters."""
+    def centre_pieces(ds, i):
+        img = ds.source(i, np.random.default_rng([ds.seed, 0, i]))   # the same source image as item i
+        want = torch.from_numpy(cut_image(img, ds.grid, ds.piece, ds.gap)[ds[i]["order"].numpy()])
+        return want.permute(0, 3, 1, 2).float() * 2 - 1
+    still = ImagePuzzles("shapes", "train", (3, 3), 8, gap=4, jitter=False)
+    moved = ImagePuzzles("shapes", "train", (3, 3), 8, gap=4)
+    assert torch.allclose(still[5]["content"], centre_pieces(still, 5))
+    assert not torch.allclose(moved[5]["content"], centre_pieces(moved, 5))
+
+
 def test_parse_grid():
     assert parse_grid("3") == (3, 3) and parse_grid("2x4") == (2, 4) and parse_grid("10x15") == (10, 15)
     for bad in ["1", "0", "x", "3x", "a", "1x1", "-2"]:

@@ -11,6 +11,7 @@ import torch
 from PIL import Image
 
 from conftest import ROOT, TINY_IMAGE, py
+from jpdvt import build_model
 
 
 def weights(path):
@@ -54,6 +55,34 @@ def test_init_fine_tunes_from_a_checkpoint(image_ckpt, tmp_path):
     other = py("train_image.py", *TINY_IMAGE, "--piece-size", "12", "--init", image_ckpt, "--max-steps", "1",
                "--out", tmp_path / "b", check=False)
     assert_clean_error(other, "--init")
+    shallower = py("train_image.py", *TINY_IMAGE, "--depth", "2", "--init", image_ckpt, "--max-steps", "1",
+                   "--out", tmp_path / "d", check=False)
+    assert_clean_error(shallower, "--init")
+
+
+def test_init_grows_a_deeper_model_that_starts_as_the_source(image_ckpt, tmp_path):
+    """--depth above the source's: the extra adaLN-Zero blocks start as the identity, so the function is kept."""
+    py("train_image.py", *TINY_IMAGE, "--depth", "6", "--init", image_ckpt, "--lr", "1e-9", "--max-steps", "1",
+       "--eval-every", "0", "--out", tmp_path)
+    src, grown = torch.load(image_ckpt, weights_only=True), torch.load(tmp_path / "ckpt.pt", weights_only=True)
+    assert src["config"]["model"]["depth"] == 4 and grown["config"]["model"]["depth"] == 6
+    nets = []
+    for ck in (src, grown):
+        model, _ = build_model(ck["config"])
+        model.load_state_dict(ck["ema"])
+        nets.append(model.eval())
+    g = torch.Generator().manual_seed(0)
+    pos, content = torch.randn(2, 4, 32, generator=g), torch.rand(2, 4, 3, 8, 8, generator=g) * 2 - 1
+    t, missing = torch.tensor([10, 700]), torch.zeros(2, 4, dtype=torch.bool)
+    with torch.no_grad():
+        a, b = (net(pos, content, t, missing) for net in nets)
+    assert torch.allclose(a[0], b[0], atol=1e-5) and torch.allclose(a[1], b[1], atol=1e-5)
+
+
+def test_init_refuses_an_absent_file(tmp_path):
+    absent = py("train_image.py", *TINY_IMAGE, "--init", tmp_path / "nothing.pt", "--max-steps", "1",
+                "--out", tmp_path / "c", check=False)
+    assert_clean_error(absent, "--init")
 
 
 def assert_clean_error(proc, needle=None):
