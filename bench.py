@@ -35,6 +35,13 @@ PHOTOS = "../shared/data/photos"     # real photographs (train/ and test/), read
 MNIST = "../shared/data/mnist"       # the MNIST IDX files, Moving MNIST is generated from them
 PHOTO_3X3 = ["--dataset", "folder", "--data-dir", PHOTOS, "--grid", "3", "--piece-size", "24", "--patch-size", "24",
              "--batch-size", "64", "--lr", "2e-3", "--schedule", "cosine", "--eval-puzzles", "39"]
+GAP_FT = [("1e-3" if f == "2e-3" else f) for f in PHOTO_3X3] + [
+    "--init", "checkpoints/image-photos-3x3.pt", "--gap", "8", "--missing", "3", "--eval-every", "1000", "--max-steps",
+    "4000"]
+PHOTO_GPU = ["--dataset", "folder", "--data-dir", PHOTOS, "--grid", "3", "--piece-size", "64", "--patch-size", "16",
+             "--model", "small", "--batch-size", "64", "--lr", "1e-3", "--schedule", "cosine", "--eval-puzzles", "39",
+             "--max-steps", "6000", "--workers", "12"]
+MISSING_0_3 = [["--missing", str(k)] for k in range(4)]   # score a model trained with missing pieces at 0..3
 MMNIST = ["--dataset", "movingmnist", "--data-dir", MNIST, "--size", "32", "--lr", "1e-3", "--schedule", "cosine",
           "--eval-every", "500", "--eval-puzzles", "32"]
 MMNIST_5X4 = MMNIST + ["--pieces", "5", "--frames-per-piece", "4"]
@@ -43,24 +50,14 @@ RECIPES = {
     "image-photos-3x3": ("train_image.py", PHOTO_3X3 + ["--max-steps", "24000"], [[], ["--dataset", "shapes"]]),
     "image-photos-3x3-gap": ("train_image.py", PHOTO_3X3 + ["--gap", "8", "--max-steps", "16000"], [[]]),
     # gap 8 fine-tuned from the gapless photo model above (its 31 minutes + these 4000 steps), lr halved
-    "image-photos-3x3-gap-ft": ("train_image.py", [("1e-3" if f == "2e-3" else f) for f in PHOTO_3X3] + [
-        "--init", "checkpoints/image-photos-3x3.pt", "--gap", "8", "--missing", "3", "--eval-every", "1000",
-        "--max-steps", "4000"], [["--missing", str(k)] for k in range(4)]),
-    # the same with every training piece cut at the centre of its cell, as at test time (gaps exactly 8 px)
-    "image-photos-3x3-gap-ft-nojitter": ("train_image.py", [("1e-3" if f == "2e-3" else f) for f in PHOTO_3X3] + [
-        "--init", "checkpoints/image-photos-3x3.pt", "--gap", "8", "--missing", "3", "--no-jitter", "--eval-every",
-        "1000", "--max-steps", "4000"], [["--missing", str(k)] for k in range(4)]),
-    # the same with views of at least 60% of a photo's side (the test puzzles are whole photos)
-    "image-photos-3x3-gap-ft-scale0.6": ("train_image.py", [("1e-3" if f == "2e-3" else f) for f in PHOTO_3X3] + [
-        "--init", "checkpoints/image-photos-3x3.pt", "--gap", "8", "--missing", "3", "--crop-scale", "0.6", "1.0",
-        "--eval-every", "1000", "--max-steps", "4000"], [["--missing", str(k)] for k in range(4)]),
-    # the same grown to 6 blocks: the 2 new ones start as the identity (adaLN-Zero)
-    "image-photos-3x3-gap-ft-depth6": ("train_image.py", [("1e-3" if f == "2e-3" else f) for f in PHOTO_3X3] + [
-        "--init", "checkpoints/image-photos-3x3.pt", "--depth", "6", "--gap", "8", "--missing", "3",
-        "--eval-every", "1000", "--max-steps", "4000"], [["--missing", str(k)] for k in range(4)]),
+    "image-photos-3x3-gap-ft": ("train_image.py", GAP_FT, MISSING_0_3),
+    # misses (bench/notes.md): training pieces at their cells' centres as at test time (gaps exactly 8 px); views
+    # of at least 60% of a photo's side; grown to 6 blocks (the 2 new ones start as the identity, adaLN-Zero)
+    "image-photos-3x3-gap-ft-nojitter": ("train_image.py", GAP_FT + ["--no-jitter"], MISSING_0_3),
+    "image-photos-3x3-gap-ft-scale0.6": ("train_image.py", GAP_FT + ["--crop-scale", "0.6", "1.0"], MISSING_0_3),
+    "image-photos-3x3-gap-ft-depth6": ("train_image.py", GAP_FT + ["--depth", "6"], MISSING_0_3),
     "image-photos-3x3-gap-missing": ("train_image.py",
-                                     PHOTO_3X3 + ["--gap", "8", "--missing", "3", "--max-steps", "16000"],
-                                     [["--missing", str(k)] for k in range(4)]),
+                                     PHOTO_3X3 + ["--gap", "8", "--missing", "3", "--max-steps", "16000"], MISSING_0_3),
     "image-3x3": ("train_image.py", IMAGE_3X3 + ["--schedule", "cosine", "--max-steps", "5000"], [[]]),
     "video-mmnist-10x2": ("train_video.py", MMNIST + ["--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3",
                                                       "2000", "--max-steps", "5000"], [[]]),
@@ -92,10 +89,9 @@ RECIPES = {
     "image-3x3-short-gap": ("train_image.py", IMAGE_3X3 + SHORT + ["--gap", "4"], [[]]),
     "image-3x3-gap": ("train_image.py", IMAGE_3X3 + ["--schedule", "cosine", "--max-steps", "5000", "--gap", "4"],
                       [[]]),
-    "image-3x3-short-missing": ("train_image.py", IMAGE_3X3 + SHORT + ["--missing", "3"],
-                                [["--missing", str(k)] for k in range(4)]),
+    "image-3x3-short-missing": ("train_image.py", IMAGE_3X3 + SHORT + ["--missing", "3"], MISSING_0_3),
     "image-3x3-short-missing-wc1": ("train_image.py", IMAGE_3X3 + SHORT + ["--missing", "3", "--weight-content", "1"],
-                                    [["--missing", str(k)] for k in range(4)]),
+                                    MISSING_0_3),
     "video-10x2": ("train_video.py", ["--pieces", "10", "--frames-per-piece", "2", "--lr", "1e-3",
                                       "--schedule", "cosine", "--max-steps", "3200"], [[]]),
     "video-10x2-short": ("train_video.py", ["--pieces", "10", "--frames-per-piece", "2", "--max-steps", "1500"], [[]]),
@@ -111,7 +107,11 @@ RECIPES = {
     "image-3x3-missing-gpu": ("train_image.py", ["--grid", "3", "--patch-size", "16", "--model", "small",
                                                  "--batch-size", "64", "--lr", "1e-3", "--schedule", "cosine",
                                                  "--max-steps", "3500", "--missing", "3", "--workers", "12"],
-                              [["--missing", str(k)] for k in range(4)]),
+                              MISSING_0_3),
+    # issue 12 item 6, for a session with a device (not yet run): the paper's photo protocol, 64 px pieces of
+    # 16 tokens, in 85 px cells for gaps (21 px, 25% of the cell), small DiT
+    "image-photos-3x3-gpu": ("train_image.py", PHOTO_GPU, [[]]),
+    "image-photos-3x3-gap-gpu": ("train_image.py", PHOTO_GPU + ["--gap", "21", "--missing", "3"], MISSING_0_3),
     "video-5x4-missing-gpu": ("train_video.py", ["--pieces", "5", "--frames-per-piece", "4", "--batch-size", "64",
                                                  "--lr", "1e-3", "--schedule", "cosine", "--max-steps", "2500",
                                                  "--missing", "2", "--workers", "12"],
@@ -180,8 +180,9 @@ def run_recipe(name, out_root):
 # (dataset, data dir, grid, piece px, gap px, missing pieces)
 IMAGE_BASELINES = [("shapes", None, (2, 2), 16, 0, 0), ("shapes", None, (3, 3), 16, 0, 0),
                    ("shapes", None, (3, 3), 16, 4, 0)]
-IMAGE_BASELINES += [("shapes", None, (3, 3), 24, 0, 0)]
+IMAGE_BASELINES += [("shapes", None, (3, 3), 24, 0, 0)] + [("shapes", None, (3, 3), 24, 8, k) for k in range(4)]
 IMAGE_BASELINES += [("folder", PHOTOS, (3, 3), 24, gap, k) for gap, k in [(0, 0), (8, 0), (8, 1), (8, 2), (8, 3)]]
+IMAGE_BASELINES += [("folder", PHOTOS, (3, 3), 64, gap, k) for gap, k in [(0, 0), (21, 0), (21, 1), (21, 2), (21, 3)]]
 # (dataset, data dir, pieces, frames per piece, frame size px)
 VIDEO_BASELINES = [("digits", None, 5, 4, 32), ("digits", None, 10, 2, 32)]
 VIDEO_BASELINES += [("movingmnist", MNIST, p, f, 32) for p, f in [(5, 4), (10, 2), (20, 1)]]
@@ -266,6 +267,11 @@ ENSEMBLE_CKPTS = [("image-photos-3x3", "checkpoints/image-photos-3x3.pt", (1, 4,
                   ("image-photos-3x3-gap", "checkpoints/image-photos-3x3-gap.pt", (1, 4, 8))]
 
 
+# the shipped gap model (photos, 24 px pieces, 8 px gaps) on the built-in shapes cut the same way
+TRANSFER = {f"image-photos-3x3-gap on shapes, missing {k}": ["--dataset", "shapes", "--sampler", "ddim", "--missing",
+                                                              str(k)] for k in range(4)}
+
+
 def ensembles(out_root):
     for kind, ckpt, counts in ENSEMBLE_CKPTS:
         sweep("ensemble", ckpt, {f"{kind} ddim-50 x{k}": ["--sampler", "ddim", "--samples", str(k), "--missing", "0"]
@@ -343,6 +349,7 @@ def render():
               "sampler": "Sampler: DDIM steps against DDPM-1000 (image-3x3 checkpoint)",
               "assign": "Assignment: Hungarian (default) against the paper's greedy rule, same sampled codes",
               "ensemble": "Ensembles: K samples of the codes per puzzle, assigned on their mean distance",
+              "transfer": "The shipped photo gap model on built-in shapes (24 px pieces in 32 px cells)",
               "throughput": "Throughput (DiT, 3x3 puzzles, batch as listed)"}
     for group, title in titles.items():
         rows = {k: v for k, v in results.items() if v["group"] == group}
@@ -376,7 +383,7 @@ def main(args):
     if args.export:
         return export(*args.export)
     if args.list:
-        print("\n".join(list(RECIPES) + ["baselines", "sampler", "assign", "ensemble", "throughput"]))
+        print("\n".join(list(RECIPES) + ["baselines", "sampler", "assign", "ensemble", "transfer", "throughput"]))
         return
     for name in args.names:
         if name in RECIPES:
@@ -393,6 +400,8 @@ def main(args):
                 sweep("assign", ckpt, {key: flags}, args.out)
         elif name == "ensemble":
             ensembles(args.out)
+        elif name == "transfer":
+            sweep("transfer", "checkpoints/image-photos-3x3-gap.pt", TRANSFER, args.out)
         elif name == "throughput":
             from training import resolve_device
             throughput(resolve_device(args.device))
