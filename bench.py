@@ -41,6 +41,7 @@ GAP_FT = [("1e-3" if f == "2e-3" else f) for f in PHOTO_3X3] + [
 PHOTO_GPU = ["--dataset", "folder", "--data-dir", PHOTOS, "--grid", "3", "--piece-size", "64", "--patch-size", "16",
              "--model", "small", "--batch-size", "64", "--lr", "1e-3", "--schedule", "cosine", "--eval-puzzles", "39",
              "--max-steps", "6000", "--workers", "12"]
+P12 = PHOTO_3X3[:PHOTO_3X3.index("--patch-size")] + ["--patch-size", "12"] + PHOTO_3X3[PHOTO_3X3.index("--patch-size") + 2:]
 MISSING_0_3 = [["--missing", str(k)] for k in range(4)]   # score a model trained with missing pieces at 0..3
 MMNIST = ["--dataset", "movingmnist", "--data-dir", MNIST, "--size", "32", "--lr", "1e-3", "--schedule", "cosine",
           "--eval-every", "500", "--eval-puzzles", "32"]
@@ -56,6 +57,11 @@ RECIPES = {
     "image-photos-3x3-gap-ft-nojitter": ("train_image.py", GAP_FT + ["--no-jitter"], MISSING_0_3),
     "image-photos-3x3-gap-ft-scale0.6": ("train_image.py", GAP_FT + ["--crop-scale", "0.6", "1.0"], MISSING_0_3),
     "image-photos-3x3-gap-ft-depth6": ("train_image.py", GAP_FT + ["--depth", "6"], MISSING_0_3),
+    # 4 tokens per piece (12 px patches): a gapless start, then the gap fine-tune from it (40 minutes in all)
+    "image-photos-3x3-p12": ("train_image.py", P12 + ["--eval-every", "2000", "--max-steps", "10000"], [[]]),
+    "image-photos-3x3-p12-gap-ft": ("train_image.py", [("1e-3" if f == "2e-3" else f) for f in P12] + [
+        "--init", "runs/bench/image-photos-3x3-p12/ckpt.pt", "--gap", "8", "--missing", "3", "--eval-every", "1000",
+        "--max-steps", "4000"], MISSING_0_3),
     "image-photos-3x3-gap-missing": ("train_image.py",
                                      PHOTO_3X3 + ["--gap", "8", "--missing", "3", "--max-steps", "16000"], MISSING_0_3),
     "image-3x3": ("train_image.py", IMAGE_3X3 + ["--schedule", "cosine", "--max-steps", "5000"], [[]]),
