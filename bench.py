@@ -4,7 +4,7 @@ with non-learned baselines, and write BENCHMARKS.md.
 
 Every row records the exact command, the machine (CPU cores), wall minutes of training and the metrics on
 test puzzles whose seeds are disjoint from training (test streams use their own split id). Results accumulate
-in bench/results.json, so recipes can be run one at a time:
+in bench/results.json, so recipes can be run one at a time (their flags are listed in recipes.py):
 
     python bench.py --list
     python bench.py image-3x3                 # train + score one recipe (minutes)
@@ -23,106 +23,11 @@ import numpy as np
 from tqdm import tqdm
 
 from puzzles import ImagePuzzles
+from recipes import (ASSIGNMENTS, ENSEMBLE_CKPTS, IMAGE_BASELINES, RECIPES, SAMPLERS, TEST_PUZZLES, TRANSFER,
+                     VIDEO_BASELINES)
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(ROOT, "bench", "results.json")
-TEST_PUZZLES = "200"
-
-# name -> (training script, training flags, evaluations: list of extra sample.py flags)
-IMAGE_3X3 = ["--grid", "3", "--patch-size", "16", "--batch-size", "64", "--lr", "2e-3"]
-SHORT = ["--max-steps", "1500"]      # comparison rows: ~7 minutes each on 2 cores
-PHOTOS = "../shared/data/photos"     # real photographs (train/ and test/), read in place
-MNIST = "../shared/data/mnist"       # the MNIST IDX files, Moving MNIST is generated from them
-PHOTO_3X3 = ["--dataset", "folder", "--data-dir", PHOTOS, "--grid", "3", "--piece-size", "24", "--patch-size", "24",
-             "--batch-size", "64", "--lr", "2e-3", "--schedule", "cosine", "--eval-puzzles", "39"]
-GAP_FT = [("1e-3" if f == "2e-3" else f) for f in PHOTO_3X3] + [
-    "--init", "checkpoints/image-photos-3x3.pt", "--gap", "8", "--missing", "3", "--eval-every", "1000", "--max-steps",
-    "4000"]
-PHOTO_GPU = ["--dataset", "folder", "--data-dir", PHOTOS, "--grid", "3", "--piece-size", "64", "--patch-size", "16",
-             "--model", "small", "--batch-size", "64", "--lr", "1e-3", "--schedule", "cosine", "--eval-puzzles", "39",
-             "--max-steps", "6000", "--workers", "12"]
-P12 = PHOTO_3X3[:PHOTO_3X3.index("--patch-size")] + ["--patch-size", "12"] + PHOTO_3X3[PHOTO_3X3.index("--patch-size") + 2:]
-MISSING_0_3 = [["--missing", str(k)] for k in range(4)]   # score a model trained with missing pieces at 0..3
-MMNIST = ["--dataset", "movingmnist", "--data-dir", MNIST, "--size", "32", "--lr", "1e-3", "--schedule", "cosine",
-          "--eval-every", "500", "--eval-puzzles", "32"]
-MMNIST_5X4 = MMNIST + ["--pieces", "5", "--frames-per-piece", "4"]
-RECIPES = {
-    # the shipped checkpoints' recipes
-    "image-photos-3x3": ("train_image.py", PHOTO_3X3 + ["--max-steps", "24000"], [[], ["--dataset", "shapes"]]),
-    "image-photos-3x3-gap": ("train_image.py", PHOTO_3X3 + ["--gap", "8", "--max-steps", "16000"], [[]]),
-    # gap 8 fine-tuned from the gapless photo model above (its 31 minutes + these 4000 steps), lr halved
-    "image-photos-3x3-gap-ft": ("train_image.py", GAP_FT, MISSING_0_3),
-    # misses (bench/notes.md): training pieces at their cells' centres as at test time (gaps exactly 8 px); views
-    # of at least 60% of a photo's side; grown to 6 blocks (the 2 new ones start as the identity, adaLN-Zero)
-    "image-photos-3x3-gap-ft-nojitter": ("train_image.py", GAP_FT + ["--no-jitter"], MISSING_0_3),
-    "image-photos-3x3-gap-ft-scale0.6": ("train_image.py", GAP_FT + ["--crop-scale", "0.6", "1.0"], MISSING_0_3),
-    "image-photos-3x3-gap-ft-depth6": ("train_image.py", GAP_FT + ["--depth", "6"], MISSING_0_3),
-    # 4 tokens per piece (12 px patches): a gapless start, then the gap fine-tune from it (40 minutes in all)
-    "image-photos-3x3-p12": ("train_image.py", P12 + ["--eval-every", "2000", "--max-steps", "10000"], [[]]),
-    "image-photos-3x3-p12-gap-ft": ("train_image.py", [("1e-3" if f == "2e-3" else f) for f in P12] + [
-        "--init", "runs/bench/image-photos-3x3-p12/ckpt.pt", "--gap", "8", "--missing", "3", "--eval-every", "1000",
-        "--max-steps", "4000"], MISSING_0_3),
-    "image-photos-3x3-gap-missing": ("train_image.py",
-                                     PHOTO_3X3 + ["--gap", "8", "--missing", "3", "--max-steps", "16000"], MISSING_0_3),
-    "image-3x3": ("train_image.py", IMAGE_3X3 + ["--schedule", "cosine", "--max-steps", "5000"], [[]]),
-    "video-mmnist-10x2": ("train_video.py", MMNIST + ["--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3",
-                                                      "2000", "--max-steps", "5000"], [[]]),
-    # the paper's other Moving MNIST settings (curriculum: 3 pieces at first, growing to all by the given step)
-    "video-mmnist-20x1": ("train_video.py", MMNIST + ["--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3",
-                                                      "6000", "--max-steps", "12000"], [[]]),
-    "video-mmnist-20x1-lr5e-4": ("train_video.py", [("5e-4" if f == "1e-3" else f) for f in MMNIST] + [
-        "--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3", "6000", "--max-steps", "12000"], [[]]),
-    "video-mmnist-5x4": ("train_video.py", MMNIST_5X4 + ["--curriculum", "3", "2000", "--max-steps", "10000"], [[]]),
-    # the same with more puzzles per step (batch 32: as many positional codes per step as 10 x 2 at batch 16)
-    "video-mmnist-5x4-batch32": ("train_video.py", MMNIST_5X4 + ["--curriculum", "3", "2000", "--batch-size", "32",
-                                                                 "--max-steps", "8000"], [[]]),
-    # batch 32 at half the learning rate, longer: the 5 x 4 recipe that orders every test clip (bench/notes.md)
-    "video-mmnist-5x4-batch32-lr5e-4": ("train_video.py", [("5e-4" if f == "1e-3" else f) for f in MMNIST_5X4] + [
-        "--curriculum", "3", "2000", "--batch-size", "32", "--max-steps", "12000"], [[]]),
-    "video-mmnist-5x4-batch64": ("train_video.py", MMNIST_5X4 + ["--curriculum", "3", "1000", "--batch-size", "64",
-                                                                 "--max-steps", "4000"], [[]]),
-    "video-mmnist-10x2-missing": ("train_video.py", MMNIST + ["--pieces", "10", "--frames-per-piece", "2", "--missing",
-                                                              "2", "--curriculum", "3", "2000", "--max-steps", "4000"],
-                                  [["--missing", str(k)] for k in range(3)]),
-    "video-5x4": ("train_video.py", ["--pieces", "5", "--frames-per-piece", "4", "--lr", "1e-3",
-                                     "--schedule", "cosine", "--max-steps", "3200"], [[]]),
-    # shorter runs that show the effect of one option each
-    "image-2x2": ("train_image.py", ["--grid", "2", "--patch-size", "16", "--batch-size", "64", "--lr", "2e-3",
-                                     "--max-steps", "800"], [[]]),
-    "image-3x3-short": ("train_image.py", IMAGE_3X3 + SHORT, [[]]),
-    "image-3x3-short-eps": ("train_image.py", IMAGE_3X3 + SHORT + ["--prediction", "eps"], [[]]),
-    "image-3x3-short-anchor": ("train_image.py", IMAGE_3X3 + SHORT + ["--anchor"], [[]]),
-    "image-3x3-short-gap": ("train_image.py", IMAGE_3X3 + SHORT + ["--gap", "4"], [[]]),
-    "image-3x3-gap": ("train_image.py", IMAGE_3X3 + ["--schedule", "cosine", "--max-steps", "5000", "--gap", "4"],
-                      [[]]),
-    "image-3x3-short-missing": ("train_image.py", IMAGE_3X3 + SHORT + ["--missing", "3"], MISSING_0_3),
-    "image-3x3-short-missing-wc1": ("train_image.py", IMAGE_3X3 + SHORT + ["--missing", "3", "--weight-content", "1"],
-                                    MISSING_0_3),
-    "video-10x2": ("train_video.py", ["--pieces", "10", "--frames-per-piece", "2", "--lr", "1e-3",
-                                      "--schedule", "cosine", "--max-steps", "3200"], [[]]),
-    "video-10x2-short": ("train_video.py", ["--pieces", "10", "--frames-per-piece", "2", "--max-steps", "1500"], [[]]),
-    "video-5x4-missing": ("train_video.py", ["--pieces", "5", "--frames-per-piece", "4", "--missing", "2",
-                                             "--max-steps", "1500"], [["--missing", str(k)] for k in range(3)]),
-    # one GPU (run on a lent machine): the same recipes, larger and longer, data loading on 12 processes
-    "image-3x3-gpu": ("train_image.py", ["--grid", "3", "--patch-size", "16", "--model", "small", "--batch-size",
-                                         "64", "--lr", "1e-3", "--schedule", "cosine", "--max-steps", "6000",
-                                         "--workers", "12"], [[]]),
-    "video-5x4-gpu": ("train_video.py", ["--pieces", "5", "--frames-per-piece", "4", "--batch-size", "64", "--lr",
-                                         "1e-3", "--schedule", "cosine", "--max-steps", "4000", "--workers", "12"],
-                      [[]]),
-    "image-3x3-missing-gpu": ("train_image.py", ["--grid", "3", "--patch-size", "16", "--model", "small",
-                                                 "--batch-size", "64", "--lr", "1e-3", "--schedule", "cosine",
-                                                 "--max-steps", "3500", "--missing", "3", "--workers", "12"],
-                              MISSING_0_3),
-    # issue 12 item 6, for a session with a device (not yet run): the paper's photo protocol, 64 px pieces of
-    # 16 tokens, in 85 px cells for gaps (21 px, 25% of the cell), small DiT
-    "image-photos-3x3-gpu": ("train_image.py", PHOTO_GPU, [[]]),
-    "image-photos-3x3-gap-gpu": ("train_image.py", PHOTO_GPU + ["--gap", "21", "--missing", "3"], MISSING_0_3),
-    "video-5x4-missing-gpu": ("train_video.py", ["--pieces", "5", "--frames-per-piece", "4", "--batch-size", "64",
-                                                 "--lr", "1e-3", "--schedule", "cosine", "--max-steps", "2500",
-                                                 "--missing", "2", "--workers", "12"],
-                              [["--missing", str(k)] for k in range(3)]),
-}
 
 
 def load_results():
@@ -182,17 +87,6 @@ def run_recipe(name, out_root):
 # ----------------------------------------------------------------------------
 # Non-learned baselines, on the very test puzzles the recipes are scored on (test split, seed 1)
 # ----------------------------------------------------------------------------
-
-# (dataset, data dir, grid, piece px, gap px, missing pieces)
-IMAGE_BASELINES = [("shapes", None, (2, 2), 16, 0, 0), ("shapes", None, (3, 3), 16, 0, 0),
-                   ("shapes", None, (3, 3), 16, 4, 0)]
-IMAGE_BASELINES += [("shapes", None, (3, 3), 24, 0, 0)] + [("shapes", None, (3, 3), 24, 8, k) for k in range(4)]
-IMAGE_BASELINES += [("folder", PHOTOS, (3, 3), 24, gap, k) for gap, k in [(0, 0), (8, 0), (8, 1), (8, 2), (8, 3)]]
-IMAGE_BASELINES += [("folder", PHOTOS, (3, 3), 64, gap, k) for gap, k in [(0, 0), (21, 0), (21, 1), (21, 2), (21, 3)]]
-# (dataset, data dir, pieces, frames per piece, frame size px)
-VIDEO_BASELINES = [("digits", None, 5, 4, 32), ("digits", None, 10, 2, 32)]
-VIDEO_BASELINES += [("movingmnist", MNIST, p, f, 32) for p, f in [(5, 4), (10, 2), (20, 1)]]
-
 
 def image_baselines(dataset, data_dir, grid, piece, gap, missing, num):
     """Random order, edge dissimilarity and MGC (exhaustive placement up to 3x3) on the same test puzzles."""
@@ -257,25 +151,6 @@ def sweep(group, ckpt, variants, out_root):
         with open(os.path.join(out, "metrics.json")) as f:
             m = json.load(f)
         save_result(f"{group} {name}", {"group": group, "command": shown(cmd), "train_minutes": 0.0, "metrics": m})
-
-
-SAMPLERS = {f"{s}-{n}": ["--sampler", s, "--steps", str(n)]
-            for s, n in [("ddim", 10), ("ddim", 25), ("ddim", 50), ("ddim", 100), ("ddpm", 50), ("ddpm", 100),
-                         ("ddpm", 1000)]}
-# the same sampled codes (same seed and sampler), assigned to positions two ways
-ASSIGNMENTS = {f"{kind} {a}": (ckpt, ["--sampler", "ddim", "--assign", a])
-               for kind, ckpt in [("image", "checkpoints/image-shapes-3x3.pt"),
-                                  ("video", "checkpoints/video-digits-5x4.pt")]
-               for a in ("hungarian", "greedy")}
-
-# several independent samples of the codes per puzzle, assigned on their mean distance (sample.py --samples K)
-ENSEMBLE_CKPTS = [("image-photos-3x3", "checkpoints/image-photos-3x3.pt", (1, 4, 8)),
-                  ("image-photos-3x3-gap", "checkpoints/image-photos-3x3-gap.pt", (1, 4, 8))]
-
-
-# the shipped gap model (photos, 24 px pieces, 8 px gaps) on the built-in shapes cut the same way
-TRANSFER = {f"image-photos-3x3-gap on shapes, missing {k}": ["--dataset", "shapes", "--sampler", "ddim", "--missing",
-                                                              str(k)] for k in range(4)}
 
 
 def ensembles(out_root):
