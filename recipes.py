@@ -36,10 +36,11 @@ RECIPES = {
     # gap 8 fine-tuned from the gapless photo model above (its 31 minutes + these 4000 steps), lr halved
     "image-photos-3x3-gap-ft": ("train_image.py", GAP_FT, MISSING_0_3),
     # misses (bench/notes.md): training pieces at their cells' centres as at test time (gaps exactly 8 px); views
-    # of at least 60% of a photo's side; grown to 6 blocks (the 2 new ones start as the identity, adaLN-Zero)
+    # of at least 60% of a photo's side; grown to 6 blocks (the 2 new ones start as the identity, adaLN-Zero); lr halved
     "image-photos-3x3-gap-ft-nojitter": ("train_image.py", GAP_FT + ["--no-jitter"], MISSING_0_3),
     "image-photos-3x3-gap-ft-scale0.6": ("train_image.py", GAP_FT + ["--crop-scale", "0.6", "1.0"], MISSING_0_3),
     "image-photos-3x3-gap-ft-depth6": ("train_image.py", GAP_FT + ["--depth", "6"], MISSING_0_3),
+    "image-photos-3x3-gap-ft-lr5e-4": ("train_image.py", [("5e-4" if f == "1e-3" else f) for f in GAP_FT], MISSING_0_3),
     # 4 tokens per piece (12 px patches): a gapless start, then the gap fine-tune from it (40 minutes in all)
     "image-photos-3x3-p12": ("train_image.py", P12 + ["--eval-every", "2000", "--max-steps", "10000"], [[]]),
     "image-photos-3x3-p12-gap-ft": ("train_image.py", [("1e-3" if f == "2e-3" else f) for f in P12] + [
