@@ -46,9 +46,13 @@ def check_settings(args):
     return grid, piece, gap
 
 
-def model_config(name, piece, patch, depth=None):
-    """The DiT config of --model for --piece-size pieces cut into --patch-size patches (--depth blocks if given)."""
+def model_config(name, piece, patch, depth=None, width=None):
+    """The DiT config of --model for --piece-size pieces cut into --patch-size patches (--depth, --width if given)."""
     cfg = replace(CONFIGS[name], piece_size=piece, depth=depth or CONFIGS[name].depth)
+    if width:
+        if width % cfg.heads:
+            raise UserError(f"--width {width} must be a multiple of the {cfg.heads} attention heads of --model {name}")
+        cfg = replace(cfg, hidden=width, mlp_dim=4 * width)
     patch = patch or max(d for d in range(1, min(cfg.patch_size, piece) + 1) if piece % d == 0)
     if piece % patch:
         raise UserError(f"--patch-size {patch} must divide --piece-size {piece}")
@@ -58,7 +62,7 @@ def model_config(name, piece, patch, depth=None):
 def main(args):
     ckpt = resume_args(args, "image", get_parser())
     grid, piece, gap = check_settings(args)
-    mcfg = model_config(args.model, piece, args.patch_size, args.depth)
+    mcfg = model_config(args.model, piece, args.patch_size, args.depth, args.width)
     config = {"kind": "image", "model": asdict(mcfg), "model_name": args.model, "dataset": args.dataset,
               "grid": list(grid), "piece_size": piece, "gap": gap, "missing": args.missing, "anchor": args.anchor,
               "prediction": args.prediction, "args": vars(args)}
@@ -95,6 +99,8 @@ def get_parser():
     p.add_argument("--depth", type=positive, default=None,
                    help="transformer blocks (default: the --model's); with --init from a shallower run, the extra "
                         "blocks start as the identity (adaLN-Zero), so training starts from that run's solver")
+    p.add_argument("--width", type=positive, default=None,
+                   help="hidden size of the DiT (default: the --model's; the MLP is 4x as wide)")
     p.add_argument("--patch-size", type=positive, default=None,
                    help="ViT patch side in pixels, must divide the piece size (default: the largest divisor of "
                         "the piece size up to the model's patch size)")

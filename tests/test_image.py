@@ -15,6 +15,7 @@ from posenc import grid_table
 from errors import UserError
 from puzzles import ImagePuzzles, assemble, cut_image, parse_grid, shuffle_pieces
 from synthetic import shapes_image
+from train_image import model_config
 
 
 # ----------------------------------------------------------------------------- puzzles
@@ -106,6 +107,15 @@ def test_dit_shapes_zero_init_and_equivariance():
     assert torch.allclose(p2, p[:, perm], atol=1e-5) and torch.allclose(c2, c[:, perm], atol=1e-5)
     assert set(CONFIGS) >= {"tiny", "small", "base"} and CONFIGS["base"].hidden == 768
     assert CONFIGS["base"].depth == 12 and CONFIGS["base"].heads == 12 and CONFIGS["base"].mlp_dim == 3072
+
+
+def test_width_and_depth_flags_resize_the_model():
+    cfg = model_config("tiny", 24, 24, depth=6, width=192)
+    assert (cfg.hidden, cfg.mlp_dim, cfg.depth, cfg.heads, cfg.patch_size) == (192, 768, 6, 4, 24)
+    assert model_config("tiny", 24, None) == DiTConfig(piece_size=24, patch_size=12, hidden=128, depth=4, heads=4,
+                                                       mlp_dim=512)
+    with pytest.raises(UserError, match="--width"):
+        model_config("tiny", 24, 24, width=190)
 
 
 def test_training_steps_lower_loss():

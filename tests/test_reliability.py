@@ -58,6 +58,9 @@ def test_init_fine_tunes_from_a_checkpoint(image_ckpt, tmp_path):
     shallower = py("train_image.py", *TINY_IMAGE, "--depth", "2", "--init", image_ckpt, "--max-steps", "1",
                    "--out", tmp_path / "d", check=False)
     assert_clean_error(shallower, "--init")
+    wider = py("train_image.py", *TINY_IMAGE, "--width", "192", "--init", image_ckpt, "--max-steps", "1",
+               "--out", tmp_path / "w", check=False)
+    assert_clean_error(wider, "--init")
 
 
 def test_init_grows_a_deeper_model_that_starts_as_the_source(image_ckpt, tmp_path):
@@ -159,6 +162,7 @@ IMAGE_BAD = [
     (["--dataset", "folder", "--data-dir", "{bad}/empty"], "--data-dir"),
     (["--piece-size", "0"], "--piece-size"),
     (["--patch-size", "5"], "--patch-size"),
+    (["--width", "50"], "--width"),
     (["--resume", "{bad}/missing.pt"], "does not exist"),
 ]
 
