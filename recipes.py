@@ -26,6 +26,7 @@ def gap_ft(flags, init):
 
 
 GAP_FT = gap_ft(PHOTO_3X3, "checkpoints/image-photos-3x3.pt")
+_MISSING = GAP_FT.index("--missing")
 PHOTO_GPU = ["--dataset", "folder", "--data-dir", PHOTOS, "--grid", "3", "--piece-size", "64", "--patch-size", "16",
              "--model", "small", "--batch-size", "64", "--lr", "1e-3", "--schedule", "cosine", "--eval-puzzles", "39",
              "--max-steps", "6000", "--workers", "12"]
@@ -47,6 +48,8 @@ RECIPES = {
     "image-photos-3x3-gap-ft-nojitter": ("train_image.py", GAP_FT + ["--no-jitter"], MISSING_0_3),
     "image-photos-3x3-gap-ft-scale0.6": ("train_image.py", GAP_FT + ["--crop-scale", "0.6", "1.0"], MISSING_0_3),
     "image-photos-3x3-gap-ft-depth6": ("train_image.py", GAP_FT + ["--depth", "6"], MISSING_0_3),
+    # gap puzzles only (no missing pieces while fine-tuning): does training for 1-3 missing cost the 0-missing figure?
+    "image-photos-3x3-gap-ft-missing0": ("train_image.py", GAP_FT[:_MISSING] + ["--missing", "0"] + GAP_FT[_MISSING + 2:], [[]]),
     "image-photos-3x3-gap-ft-lr5e-4": ("train_image.py", [("5e-4" if f == "1e-3" else f) for f in GAP_FT], MISSING_0_3),
     # 4 tokens per piece (12 px patches): a gapless start, then the gap fine-tune from it (40 minutes in all)
     "image-photos-3x3-p12": ("train_image.py", P12 + ["--eval-every", "2000", "--max-steps", "10000"], [[]]),
