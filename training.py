@@ -234,8 +234,8 @@ def init_weights(model, ema, path, config):
     grow = diff == ["depth"] and have["depth"] < want["depth"] and config["kind"] == "image"
     if diff and not grow:
         raise UserError(f"--init {path} holds a model with other settings ({', '.join(diff)}); fine-tuning needs "
-                        "the same --model, --piece-size and --patch-size (or frame settings) as that run, or a "
-                        "larger --depth")
+                        "the same --model, --width, --piece-size and --patch-size (or frame settings) as that "
+                        "run, or a larger --depth")
     for net in (model, ema):      # blocks past the source's depth keep their identity initialization
         net.load_state_dict(src["ema"], strict=not grow)
 
