@@ -33,6 +33,7 @@ PHOTO_GPU = ["--dataset", "folder", "--data-dir", PHOTOS, "--grid", "3", "--piec
 _PATCH = PHOTO_3X3.index("--patch-size")
 P12 = PHOTO_3X3[:_PATCH] + ["--patch-size", "12"] + PHOTO_3X3[_PATCH + 2:]       # 4 tokens per 24 px piece
 W192 = PHOTO_3X3 + ["--width", "192"]
+P32 = [{"24": "32"}.get(f, f) for f in PHOTO_3X3]                                # one token per 32 px piece
 MISSING_0_3 = [["--missing", str(k)] for k in range(4)]   # score a model trained with missing pieces at 0..3
 MMNIST = ["--dataset", "movingmnist", "--data-dir", MNIST, "--size", "32", "--lr", "1e-3", "--schedule", "cosine",
           "--eval-every", "500", "--eval-puzzles", "32"]
@@ -55,6 +56,8 @@ RECIPES = {
     "image-photos-3x3-p12": ("train_image.py", P12 + ["--eval-every", "2000", "--max-steps", "10000"], [[]]),
     "image-photos-3x3-p12-gap-ft": ("train_image.py", gap_ft(P12, "runs/bench/image-photos-3x3-p12/ckpt.pt"),
                                     MISSING_0_3),
+    # 32 px pieces (one token each), the calibration length of the 16 and 24 px rows in bench/notes.md
+    "image-photos-3x3-32px": ("train_image.py", P32 + ["--eval-every", "2000", "--max-steps", "6000"], [[]]),
     # a wider DiT (192 instead of 128, 1.7x slower per step): the same two stages within 40 minutes
     "image-photos-3x3-w192": ("train_image.py", W192 + ["--eval-every", "2000", "--max-steps", "13000"], [[]]),
     "image-photos-3x3-w192-gap-ft": ("train_image.py", gap_ft(W192, "runs/bench/image-photos-3x3-w192/ckpt.pt"),
