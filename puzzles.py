@@ -165,8 +165,9 @@ class ImagePuzzles(torch.utils.data.Dataset):
     """
 
     def __init__(self, dataset, split, grid, piece, gap=0, missing=0, anchor=False, seed=0, data_dir=None,
-                 vary_missing=None, crop_scale=None, jitter=True):
+                 vary_missing=None, crop_scale=None, jitter=True, mix_shapes=0.0):
         self.dataset, self.split, self.grid, self.piece, self.gap = dataset, split, grid, piece, gap
+        self.mix_shapes = mix_shapes if split == "train" else 0.0  # training: this fraction of puzzles are shapes
         self.jitter = jitter and split == "train"                # pieces at random places in their cells
         self.missing, self.anchor, self.seed = missing, anchor, seed
         self.train = split == "train"
@@ -187,7 +188,7 @@ class ImagePuzzles(torch.utils.data.Dataset):
     def source(self, i, rng):
         """The (H, W, 3) float image of stream position i, sized to the grid's cells."""
         h, w = self.grid[0] * (self.piece + self.gap), self.grid[1] * (self.piece + self.gap)
-        if self.files is None:
+        if self.files is None or (self.mix_shapes and rng.random() < self.mix_shapes):
             return shapes_image(rng, h, w)
         n, first = len(self.files), self.file_index(i)
         for k in range(n):  # an unreadable (or too small) file is skipped and counted; the next one takes its place

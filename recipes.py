@@ -51,6 +51,7 @@ RECIPES = {
     "image-photos-3x3-gap-ft-depth6": ("train_image.py", GAP_FT + ["--depth", "6"], MISSING_0_3),
     # gap puzzles only (no missing pieces while fine-tuning): does training for 1-3 missing cost the 0-missing figure?
     "image-photos-3x3-gap-ft-missing0": ("train_image.py", GAP_FT[:_MISSING] + ["--missing", "0"] + GAP_FT[_MISSING + 2:], [[]]),
+    "image-photos-3x3-gap-ft-mix": ("train_image.py", GAP_FT + ["--mix-shapes", "0.25"], MISSING_0_3),
     "image-photos-3x3-gap-ft-lr5e-4": ("train_image.py", [("5e-4" if f == "1e-3" else f) for f in GAP_FT], MISSING_0_3),
     # 4 tokens per piece (12 px patches): a gapless start, then the gap fine-tune from it (40 minutes in all)
     "image-photos-3x3-p12": ("train_image.py", P12 + ["--eval-every", "2000", "--max-steps", "10000"], [[]]),
@@ -58,6 +59,9 @@ RECIPES = {
                                     MISSING_0_3),
     # 32 px pieces (one token each), the calibration length of the 16 and 24 px rows in bench/notes.md
     "image-photos-3x3-32px": ("train_image.py", P32 + ["--eval-every", "2000", "--max-steps", "6000"], [[]]),
+    # a quarter of the training puzzles are built-in shapes (the procedural stream as a prior), calibration length
+    "image-photos-3x3-mix": ("train_image.py", PHOTO_3X3 + ["--mix-shapes", "0.25", "--eval-every", "2000",
+                                                            "--max-steps", "6000"], [[], ["--dataset", "shapes"]]),
     # a wider DiT (192 instead of 128, 1.7x slower per step): the same two stages within 40 minutes
     "image-photos-3x3-w192": ("train_image.py", W192 + ["--eval-every", "2000", "--max-steps", "13000"], [[]]),
     "image-photos-3x3-w192-gap-ft": ("train_image.py", gap_ft(W192, "runs/bench/image-photos-3x3-w192/ckpt.pt"),

@@ -41,6 +41,9 @@ def check_settings(args):
     lo, hi = args.crop_scale
     if not 0 < lo <= hi <= 1:
         raise UserError(f"--crop-scale needs 0 < LO <= HI <= 1 (fractions of a photo's side), got {lo} {hi}")
+    if not 0 <= args.mix_shapes < 1 or (args.mix_shapes and args.dataset == "shapes"):
+        raise UserError(f"--mix-shapes needs 0 <= FRACTION < 1 and a photo --dataset, got {args.mix_shapes} with "
+                        f"--dataset {args.dataset}")
     if args.dataset == "jpwleg3" and grid != (3, 3):
         raise UserError("--dataset jpwleg3 is a 3x3 protocol; use --grid 3")
     return grid, piece, gap
@@ -71,7 +74,8 @@ def main(args):
     data = dict(grid=grid, piece=piece, gap=gap, missing=args.missing, anchor=args.anchor, seed=args.seed,
                 data_dir=args.data_dir)
     train_set = ImagePuzzles(args.dataset, "train", **data, jitter=args.jitter,
-                             crop_scale=tuple(args.crop_scale) if args.dataset == "folder" else None)
+                             crop_scale=tuple(args.crop_scale) if args.dataset == "folder" else None,
+                             mix_shapes=args.mix_shapes)
     test_set = ImagePuzzles(args.dataset, "test", **data)
     eval_batch = collate([test_set[i] for i in range(min(args.eval_puzzles, len(test_set)))])
     train(args, config, model, diffusion, train_set, eval_batch, ckpt)
@@ -93,6 +97,9 @@ def get_parser():
     p.add_argument("--crop-scale", type=float, nargs=2, default=[0.3, 1.0], metavar=("LO", "HI"),
                    help="folder: every training puzzle is a fresh random view of a photo, a box whose side is LO..HI "
                         "of the largest box that fits (flipped half of the time); test puzzles use the whole photo")
+    p.add_argument("--mix-shapes", type=float, default=0.0, metavar="FRACTION",
+                   help="folder/imagenet: this fraction of the training puzzles are built-in shapes instead (a "
+                        "procedural prior; the test split stays the folder's)")
     p.add_argument("--missing", type=int, default=0,
                    help="up to K missing pieces while training (0..K at random), exactly K when evaluating")
     p.add_argument("--model", default="tiny", choices=CONFIGS, help="DiT size (base = the paper's)")

@@ -163,6 +163,7 @@ IMAGE_BAD = [
     (["--piece-size", "0"], "--piece-size"),
     (["--patch-size", "5"], "--patch-size"),
     (["--width", "50"], "--width"),
+    (["--mix-shapes", "0.5"], "--mix-shapes"),
     (["--resume", "{bad}/missing.pt"], "does not exist"),
 ]
 

@@ -82,3 +82,16 @@ def test_photo_folder_bad_files(tmp_path, capsys):
         assert train[i]["content"].shape == (4, 3, 8, 8)
     assert train.skipped == {str(tmp_path / "train" / n) for n in ("broken.jpg", "img000.png", "img001.png")}
     assert "skipped" in capsys.readouterr().err
+
+
+def test_mix_shapes_puts_procedural_puzzles_in_the_training_stream(tmp_path):
+    for split in ("train", "test"):
+        (tmp_path / split).mkdir()
+        Image.new("RGB", (64, 64), (90, 90, 90)).save(tmp_path / split / "grey.png")   # flat photos: std 0
+    kw = dict(data_dir=str(tmp_path), crop_scale=(0.3, 1.0))
+
+    def shapes_count(ds):
+        return sum(bool(ds[i]["content"].std() > 0) for i in range(40))
+    assert shapes_count(ImagePuzzles("folder", "train", (2, 2), 8, **kw)) == 0
+    assert 5 < shapes_count(ImagePuzzles("folder", "train", (2, 2), 8, mix_shapes=0.5, **kw)) < 35   # about half
+    assert ImagePuzzles("folder", "test", (2, 2), 8, mix_shapes=0.5, **kw)[0]["content"].std() == 0  # test: photos
