@@ -62,6 +62,11 @@ RECIPES = {
     # a quarter of the training puzzles are built-in shapes (the procedural stream as a prior), calibration length
     "image-photos-3x3-mix": ("train_image.py", PHOTO_3X3 + ["--mix-shapes", "0.25", "--eval-every", "2000",
                                                             "--max-steps", "6000"], [[], ["--dataset", "shapes"]]),
+    # the shipped photo recipe with the shapes mix, then the shipped gap fine-tune from it (no mix)
+    "image-photos-3x3-mix-long": ("train_image.py", PHOTO_3X3 + ["--mix-shapes", "0.25", "--eval-every", "4000",
+                                                                 "--max-steps", "24000"], [[], ["--dataset", "shapes"]]),
+    "image-photos-3x3-mix-long-gap-ft": ("train_image.py",
+                                         gap_ft(PHOTO_3X3, "runs/bench/image-photos-3x3-mix-long/ckpt.pt"), MISSING_0_3),
     # a wider DiT (192 instead of 128, 1.7x slower per step): the same two stages within 40 minutes
     "image-photos-3x3-w192": ("train_image.py", W192 + ["--eval-every", "2000", "--max-steps", "13000"], [[]]),
     "image-photos-3x3-w192-gap-ft": ("train_image.py", gap_ft(W192, "runs/bench/image-photos-3x3-w192/ckpt.pt"),
