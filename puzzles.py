@@ -167,10 +167,10 @@ class ImagePuzzles(torch.utils.data.Dataset):
     def __init__(self, dataset, split, grid, piece, gap=0, missing=0, anchor=False, seed=0, data_dir=None,
                  vary_missing=None, crop_scale=None, jitter=True, mix_shapes=0.0):
         self.dataset, self.split, self.grid, self.piece, self.gap = dataset, split, grid, piece, gap
-        self.mix_shapes = mix_shapes if split == "train" else 0.0  # training: this fraction of puzzles are shapes
-        self.jitter = jitter and split == "train"                # pieces at random places in their cells
-        self.missing, self.anchor, self.seed = missing, anchor, seed
         self.train = split == "train"
+        self.jitter = jitter and self.train                      # pieces at random places in their cells
+        self.mix_shapes = mix_shapes if self.train else 0.0      # training: this fraction of puzzles are shapes
+        self.missing, self.anchor, self.seed = missing, anchor, seed
         self.crop_scale = crop_scale if self.train else None     # (lo, hi): fresh zoomed views of photos
         self.vary_missing = self.train if vary_missing is None else vary_missing  # train: 0..K missing
         self.files = None if dataset == "shapes" else split_files(data_dir, split, dataset, list_images,

@@ -15,25 +15,31 @@ IMAGE_3X3 = ["--grid", "3", "--patch-size", "16", "--batch-size", "64", "--lr", 
 SHORT = ["--max-steps", "1500"]      # comparison rows: ~7 minutes each on 2 cores
 PHOTOS = "../shared/data/photos"     # real photographs (train/ and test/), read in place
 MNIST = "../shared/data/mnist"       # the MNIST IDX files, Moving MNIST is generated from them
+
+
+def with_flag(flags, name, value):
+    """A copy of the flag list `flags` with the value after `name` replaced by `value`."""
+    i = flags.index(name)
+    return flags[:i + 1] + [value] + flags[i + 2:]
+
+
 PHOTO_3X3 = ["--dataset", "folder", "--data-dir", PHOTOS, "--grid", "3", "--piece-size", "24", "--patch-size", "24",
              "--batch-size", "64", "--lr", "2e-3", "--schedule", "cosine", "--eval-puzzles", "39"]
 
 
 def gap_ft(flags, init):
     """The gap-8 fine-tune of a gapless photo run with these flags: lr halved, up to 3 missing, 4000 steps."""
-    return [("1e-3" if f == "2e-3" else f) for f in flags] + [
+    return with_flag(flags, "--lr", "1e-3") + [
         "--init", init, "--gap", "8", "--missing", "3", "--eval-every", "1000", "--max-steps", "4000"]
 
 
 GAP_FT = gap_ft(PHOTO_3X3, "checkpoints/image-photos-3x3.pt")
-_MISSING = GAP_FT.index("--missing")
 PHOTO_GPU = ["--dataset", "folder", "--data-dir", PHOTOS, "--grid", "3", "--piece-size", "64", "--patch-size", "16",
              "--model", "small", "--batch-size", "64", "--lr", "1e-3", "--schedule", "cosine", "--eval-puzzles", "39",
              "--max-steps", "6000", "--workers", "12"]
-_PATCH = PHOTO_3X3.index("--patch-size")
-P12 = PHOTO_3X3[:_PATCH] + ["--patch-size", "12"] + PHOTO_3X3[_PATCH + 2:]       # 4 tokens per 24 px piece
+P12 = with_flag(PHOTO_3X3, "--patch-size", "12")                                  # 4 tokens per 24 px piece
 W192 = PHOTO_3X3 + ["--width", "192"]
-P32 = [{"24": "32"}.get(f, f) for f in PHOTO_3X3]                                # one token per 32 px piece
+P32 = with_flag(with_flag(PHOTO_3X3, "--piece-size", "32"), "--patch-size", "32")  # one token per 32 px piece
 MISSING_0_3 = [["--missing", str(k)] for k in range(4)]   # score a model trained with missing pieces at 0..3
 MMNIST = ["--dataset", "movingmnist", "--data-dir", MNIST, "--size", "32", "--lr", "1e-3", "--schedule", "cosine",
           "--eval-every", "500", "--eval-puzzles", "32"]
@@ -50,9 +56,9 @@ RECIPES = {
     "image-photos-3x3-gap-ft-scale0.6": ("train_image.py", GAP_FT + ["--crop-scale", "0.6", "1.0"], MISSING_0_3),
     "image-photos-3x3-gap-ft-depth6": ("train_image.py", GAP_FT + ["--depth", "6"], MISSING_0_3),
     # gap puzzles only (no missing pieces while fine-tuning): does training for 1-3 missing cost the 0-missing figure?
-    "image-photos-3x3-gap-ft-missing0": ("train_image.py", GAP_FT[:_MISSING] + ["--missing", "0"] + GAP_FT[_MISSING + 2:], [[]]),
+    "image-photos-3x3-gap-ft-missing0": ("train_image.py", with_flag(GAP_FT, "--missing", "0"), [[]]),
     "image-photos-3x3-gap-ft-mix": ("train_image.py", GAP_FT + ["--mix-shapes", "0.25"], MISSING_0_3),
-    "image-photos-3x3-gap-ft-lr5e-4": ("train_image.py", [("5e-4" if f == "1e-3" else f) for f in GAP_FT], MISSING_0_3),
+    "image-photos-3x3-gap-ft-lr5e-4": ("train_image.py", with_flag(GAP_FT, "--lr", "5e-4"), MISSING_0_3),
     # 4 tokens per piece (12 px patches): a gapless start, then the gap fine-tune from it (40 minutes in all)
     "image-photos-3x3-p12": ("train_image.py", P12 + ["--eval-every", "2000", "--max-steps", "10000"], [[]]),
     "image-photos-3x3-p12-gap-ft": ("train_image.py", gap_ft(P12, "runs/bench/image-photos-3x3-p12/ckpt.pt"),
@@ -63,10 +69,10 @@ RECIPES = {
     "image-photos-3x3-mix": ("train_image.py", PHOTO_3X3 + ["--mix-shapes", "0.25", "--eval-every", "2000",
                                                             "--max-steps", "6000"], [[], ["--dataset", "shapes"]]),
     # the shipped photo recipe with the shapes mix, then the shipped gap fine-tune from it (no mix)
-    "image-photos-3x3-mix-long": ("train_image.py", PHOTO_3X3 + ["--mix-shapes", "0.25", "--eval-every", "4000",
-                                                                 "--max-steps", "24000"], [[], ["--dataset", "shapes"]]),
-    "image-photos-3x3-mix-long-gap-ft": ("train_image.py",
-                                         gap_ft(PHOTO_3X3, "runs/bench/image-photos-3x3-mix-long/ckpt.pt"), MISSING_0_3),
+    "image-photos-3x3-mix-long": ("train_image.py", PHOTO_3X3 + [
+        "--mix-shapes", "0.25", "--eval-every", "4000", "--max-steps", "24000"], [[], ["--dataset", "shapes"]]),
+    "image-photos-3x3-mix-long-gap-ft": ("train_image.py", gap_ft(
+        PHOTO_3X3, "runs/bench/image-photos-3x3-mix-long/ckpt.pt"), MISSING_0_3),
     # a wider DiT (192 instead of 128, 1.7x slower per step): the same two stages within 40 minutes
     "image-photos-3x3-w192": ("train_image.py", W192 + ["--eval-every", "2000", "--max-steps", "13000"], [[]]),
     "image-photos-3x3-w192-gap-ft": ("train_image.py", gap_ft(W192, "runs/bench/image-photos-3x3-w192/ckpt.pt"),
@@ -79,14 +85,14 @@ RECIPES = {
     # the paper's other Moving MNIST settings (curriculum: 3 pieces at first, growing to all by the given step)
     "video-mmnist-20x1": ("train_video.py", MMNIST + ["--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3",
                                                       "6000", "--max-steps", "12000"], [[]]),
-    "video-mmnist-20x1-lr5e-4": ("train_video.py", [("5e-4" if f == "1e-3" else f) for f in MMNIST] + [
+    "video-mmnist-20x1-lr5e-4": ("train_video.py", with_flag(MMNIST, "--lr", "5e-4") + [
         "--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3", "6000", "--max-steps", "12000"], [[]]),
     "video-mmnist-5x4": ("train_video.py", MMNIST_5X4 + ["--curriculum", "3", "2000", "--max-steps", "10000"], [[]]),
     # the same with more puzzles per step (batch 32: as many positional codes per step as 10 x 2 at batch 16)
     "video-mmnist-5x4-batch32": ("train_video.py", MMNIST_5X4 + ["--curriculum", "3", "2000", "--batch-size", "32",
                                                                  "--max-steps", "8000"], [[]]),
     # batch 32 at half the learning rate, longer: the 5 x 4 recipe that orders every test clip (bench/notes.md)
-    "video-mmnist-5x4-batch32-lr5e-4": ("train_video.py", [("5e-4" if f == "1e-3" else f) for f in MMNIST_5X4] + [
+    "video-mmnist-5x4-batch32-lr5e-4": ("train_video.py", with_flag(MMNIST_5X4, "--lr", "5e-4") + [
         "--curriculum", "3", "2000", "--batch-size", "32", "--max-steps", "12000"], [[]]),
     "video-mmnist-5x4-batch64": ("train_video.py", MMNIST_5X4 + ["--curriculum", "3", "1000", "--batch-size", "64",
                                                                  "--max-steps", "4000"], [[]]),
@@ -105,7 +111,7 @@ RECIPES = {
     "image-3x3-gap": ("train_image.py", IMAGE_3X3 + ["--schedule", "cosine", "--max-steps", "5000", "--gap", "4"],
                       [[]]),
     # the shipped shapes model fine-tuned on gap-4 puzzles (20% of the cell) with up to 3 missing, as for photos
-    "image-shapes-3x3-gap-ft": ("train_image.py", [("1e-3" if f == "2e-3" else f) for f in IMAGE_3X3] + [
+    "image-shapes-3x3-gap-ft": ("train_image.py", with_flag(IMAGE_3X3, "--lr", "1e-3") + [
         "--schedule", "cosine", "--init", "checkpoints/image-shapes-3x3.pt", "--gap", "4", "--missing", "3",
         "--max-steps", "4000"], MISSING_0_3),
     "image-3x3-short-missing": ("train_image.py", IMAGE_3X3 + SHORT + ["--missing", "3"], MISSING_0_3),
