@@ -10,6 +10,7 @@ in bench/results.json, so recipes can be run one at a time (their flags are list
     python bench.py image-3x3                 # train + score one recipe (minutes)
     python bench.py baselines sampler throughput
     python bench.py                           # only rewrite BENCHMARKS.md from bench/results.json
+    python bench.py --score-only image-photos-3x3-mix   # score an earlier run's checkpoint again
     python bench.py --export runs/bench/image-3x3/ckpt.pt checkpoints/image-shapes-3x3.pt
 """
 import argparse
@@ -23,8 +24,8 @@ import numpy as np
 from tqdm import tqdm
 
 from puzzles import ImagePuzzles
-from recipes import (ASSIGNMENTS, ENSEMBLE_CKPTS, IMAGE_BASELINES, RECIPES, SAMPLERS, TEST_PUZZLES, TRANSFER,
-                     VIDEO_BASELINES)
+from recipes import (ASSIGNMENTS, ENSEMBLE_CKPTS, IMAGE_BASELINES, RECIPES, REPEATS, SAMPLERS, TEST_PUZZLES,
+                     TRANSFER, VIDEO_BASELINES)
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(ROOT, "bench", "results.json")
@@ -65,13 +66,33 @@ def shown(cmd):
     return (f"OMP_NUM_THREADS={threads} " if threads else "") + "python " + " ".join(cmd)
 
 
-def run_recipe(name, out_root):
+def recorded_minutes(name, cmd):
+    """Training minutes of an earlier row of recipe `name` trained with the same flags (in any order), for
+    --score-only."""
+    def flags(tokens):
+        i = tokens.index("--out")
+        return sorted(tokens[:i] + tokens[i + 2:])
+    for key, row in load_results().items():
+        typed = row["command"].split("python ", 1)[1].split()
+        if row["group"] == "recipes" and (key == name or key.startswith(name + "--")) and flags(typed) == flags(cmd):
+            return row["train_minutes"]
+    sys.exit(f"error: no recorded training of recipe {name} with its current flags in {RESULTS}; run "
+             f"`python bench.py {name}` without --score-only")
+
+
+def run_recipe(name, out_root, score_only=False):
+    """Train recipe `name` into out_root/name (or, with score_only, reuse its ckpt.pt) and score its evaluations."""
     script, flags, evals = RECIPES[name]
     out = os.path.join(out_root, name)
     cmd = [script] + flags + ["--out", out] + ([] if "--eval-every" in flags else ["--eval-every", "0"])
-    t = time.time()
-    sh(cmd)
-    minutes = (time.time() - t) / 60
+    if score_only:
+        if not os.path.exists(os.path.join(out, "ckpt.pt")):
+            sys.exit(f"error: --score-only needs {os.path.join(out, 'ckpt.pt')}; run `python bench.py {name}` first")
+        minutes = recorded_minutes(name, cmd)
+    else:
+        t = time.time()
+        sh(cmd)
+        minutes = (time.time() - t) / 60
     for extra in evals:
         sout = os.path.join(out, "eval" + "".join(extra).replace("--", "-"))
         scmd = ["sample.py", "--ckpt", os.path.join(out, "ckpt.pt"), "--num-puzzles", TEST_PUZZLES, "--seed", "1",
@@ -88,33 +109,36 @@ def run_recipe(name, out_root):
 # Non-learned baselines, on the very test puzzles the recipes are scored on (test split, seed 1)
 # ----------------------------------------------------------------------------
 
-def image_baselines(dataset, data_dir, grid, piece, gap, missing, num):
-    """Random order, edge dissimilarity and MGC (exhaustive placement up to 3x3) on the same test puzzles."""
+def image_baselines(dataset, data_dir, grid, piece, gap, missing, repeats, num):
+    """Random order, edge dissimilarity and MGC (exhaustive placement up to 3x3) on the same test puzzles: those of
+    seeds 1 .. repeats (sample.py --seed 1 --repeats R), each pass weighing the same."""
     from baselines import IMAGE_SOLVERS, all_arrangements, random_positions, solve_image
     from metrics import piece_accuracy, puzzle_accuracy
     n = grid[0] * grid[1]
-    test = ImagePuzzles(dataset, "test", grid, piece, gap, missing, seed=1, data_dir=data_dir)
-    num = min(num, len(test))
     perms = all_arrangements(n) if n <= 9 else None
     rng = np.random.default_rng(0)
     preds, true, given = {name: [] for name in ["random", *IMAGE_SOLVERS]}, [], []
-    for i in tqdm(range(num), desc=f"baselines {dataset} {grid[0]}x{grid[1]}"):
-        it = test[i]
-        pieces = ((it["content"].numpy() + 1) / 2).transpose(0, 2, 3, 1)         # (N, P, P, C) in [0, 1]
-        g = ~it["missing"].numpy()
-        preds["random"].append(np.where(g, random_positions(n, rng), -1))
-        for name in IMAGE_SOLVERS:
-            preds[name].append(solve_image(pieces, grid, name, perms, g))
-        true.append(it["order"].numpy())
-        given.append(g)
+    for seed in range(1, repeats + 1):
+        test = ImagePuzzles(dataset, "test", grid, piece, gap, missing, seed=seed, data_dir=data_dir)
+        count = min(num, len(test))
+        for i in tqdm(range(count), desc=f"baselines {dataset} {grid[0]}x{grid[1]} (seed {seed})"):
+            it = test[i]
+            pieces = ((it["content"].numpy() + 1) / 2).transpose(0, 2, 3, 1)         # (N, P, P, C) in [0, 1]
+            g = ~it["missing"].numpy()
+            preds["random"].append(np.where(g, random_positions(n, rng), -1))
+            for name in IMAGE_SOLVERS:
+                preds[name].append(solve_image(pieces, grid, name, perms, g))
+            true.append(it["order"].numpy())
+            given.append(g)
     label = (f"{dataset} {grid[0]}x{grid[1]} {piece}px" + (f" gap {gap}" if gap else "") +
-             (f" missing {missing}" if missing else ""))
+             (f" missing {missing}" if missing else "") + (f", {repeats} passes" if repeats > 1 else ""))
     placement = "exhaustive" if perms is not None else "greedy"
     for name, pred in preds.items():
         save_result(f"baseline image {label}: {name}", {
             "group": "baselines", "command": f"python bench.py baselines ({name}, {placement})",
             "train_minutes": 0.0, "metrics": {"piece_acc": piece_accuracy(pred, true, given),
-                                              "puzzle_acc": puzzle_accuracy(pred, true, given), "num_puzzles": num}})
+                                              "puzzle_acc": puzzle_accuracy(pred, true, given),
+                                              "num_puzzles": count, "repeats": repeats}})
 
 
 def video_baselines(dataset, data_dir, pieces, fpp, size, num):
@@ -154,9 +178,10 @@ def sweep(group, ckpt, variants, out_root):
 
 
 def ensembles(out_root):
-    for kind, ckpt, counts in ENSEMBLE_CKPTS:
-        sweep("ensemble", ckpt, {f"{kind} ddim-50 x{k}": ["--sampler", "ddim", "--samples", str(k), "--missing", "0"]
-                                 for k in counts}, out_root)
+    for kind, ckpt, counts, missing in ENSEMBLE_CKPTS:
+        sweep("ensemble", ckpt, {f"{kind} ddim-50 x{k}" + (f" missing {m}" if m else ""):
+                                 ["--sampler", "ddim", "--samples", str(k), "--missing", str(m), *REPEATS]
+                                 for k in counts for m in missing}, out_root)
 
 
 def throughput(device):
@@ -224,8 +249,9 @@ def fmt(m):
 def render():
     results = load_results()
     lines = ["# Benchmarks", "", "Written by `python bench.py` from `bench/results.json`. Test puzzles: fresh "
-             "seeds (test split, `--seed 1`), disjoint from the training stream. Wall minutes include the "
-             "end-of-training accuracy check. Machines are noisy: one run each.", ""]
+             "seeds (test split, `--seed 1`), disjoint from the training stream; rows on the 39 test photos are the "
+             "mean of 8 passes over them (`--repeats 8`: seeds 1-8). Wall minutes include the end-of-training "
+             "accuracy check. Machines are noisy: one run each.", ""]
     titles = {"recipes": "Recipes (train + score)", "baselines": "Non-learned baselines (same test puzzles)",
               "sampler": "Sampler: DDIM steps against DDPM-1000 (image-3x3 checkpoint)",
               "assign": "Assignment: Hungarian (default) against the paper's greedy rule, same sampled codes",
@@ -268,7 +294,7 @@ def main(args):
         return
     for name in args.names:
         if name in RECIPES:
-            run_recipe(name, args.out)
+            run_recipe(name, args.out, args.score_only)
         elif name == "baselines":
             for setting in IMAGE_BASELINES:
                 image_baselines(*setting, int(TEST_PUZZLES))
@@ -297,5 +323,8 @@ if __name__ == "__main__":
     p.add_argument("--list", action="store_true", help="list the benchmark names")
     p.add_argument("--export", nargs=2, metavar=("SRC", "DST"), help="write SRC's EMA weights as a shippable DST")
     p.add_argument("--out", default="runs/bench", help="folder for the runs' checkpoints and samples")
+    p.add_argument("--score-only", action="store_true",
+                   help="recipes: score the checkpoint an earlier run left in --out again (after a change of the "
+                        "evaluation) instead of training; the row keeps the recorded training minutes")
     p.add_argument("--device", default="cpu", help="device of the throughput rows: cpu, cuda or cuda:N")
     main(p.parse_args())

@@ -76,8 +76,10 @@ class Solver:
 # Scoring fresh test puzzles (images and videos alike)
 # ----------------------------------------------------------------------------
 
-def test_puzzles(args, config, missing, stride=None):
-    """The checkpoint's test split (or --dataset/--data-dir's), with `missing` pieces missing per puzzle."""
+def test_puzzles(args, config, missing, stride=None, seed=None):
+    """The checkpoint's test split (or --dataset/--data-dir's), with `missing` pieces missing per puzzle; its
+    shuffles (and crops, missing pieces) are drawn from `seed` (default --seed)."""
+    seed = args.seed if seed is None else seed
     kind = config["kind"]
     dataset = args.dataset or config["dataset"]
     if dataset not in (DATASETS if kind == "image" else VIDEO_DATASETS):
@@ -86,22 +88,19 @@ def test_puzzles(args, config, missing, stride=None):
     data_dir = args.data_dir or (config["args"].get("data_dir") if dataset == config["dataset"] else None)
     if kind == "image":
         return ImagePuzzles(dataset, "test", tuple(config["grid"]), config["piece_size"], config["gap"], missing,
-                            config["anchor"], args.seed, data_dir)
+                            config["anchor"], seed, data_dir)
     return VideoPuzzles(dataset, "test", config["pieces"], config["frames_per_piece"], config["size"],
-                        config["channels"], missing, stride, args.seed, data_dir)
+                        config["channels"], missing, stride, seed, data_dir)
 
 
-def score_test_set(args, solver, missing, stride):
-    """Solve --num-puzzles test puzzles; write metrics.json and examples.png (images) or examples.gif (videos)."""
+def solve_pass(solver, test, num, batch_size, rows, desc):
+    """Solve and score the first `num` puzzles of `test`: (metrics, seconds spent solving); pictures of the first
+    puzzles are appended to `rows` until it holds PICTURED of them."""
     config = solver.config
     kind = config["kind"]
-    test = test_puzzles(args, config, missing, stride)
-    num = min(args.num_puzzles, len(test))
-    if num < args.num_puzzles:
-        print(f"note: the test split holds only {len(test)} puzzles; solving {num}")
-    positions, truth, rows, seconds = [], [], [], 0.0
-    for start in tqdm(range(0, num, args.batch_size), desc="solving", unit="batch"):
-        batch = collate([test[i] for i in range(start, min(start + args.batch_size, num))])
+    positions, truth, seconds = [], [], 0.0
+    for start in tqdm(range(0, num, batch_size), desc=desc, unit="batch"):
+        batch = collate([test[i] for i in range(start, min(start + batch_size, num))])
         batch = {k: v.to(solver.device) for k, v in batch.items()}
         t = time.time()
         pos, content, _ = solver.evaluate(batch)
@@ -114,10 +113,35 @@ def score_test_set(args, solver, missing, stride):
         rows += [image_row(batch, pos, content, config["grid"], k) if kind == "image" else
                  video_row(batch, pos, content, k) for k in pictured]
     truth = {k: torch.cat([t[k] for t in truth]) for k in ("order", "missing")}
-    metrics = {**score(np.concatenate(positions), truth, config),
-               "counted": COUNTED[kind], "num_puzzles": num, "sec_per_puzzle": seconds / num,
+    return score(np.concatenate(positions), truth, config), seconds
+
+
+def score_test_set(args, solver, missing, stride):
+    """
+    Solve --num-puzzles test puzzles, --repeats times (pass r: shuffles, missing pieces and sampling noise of seed
+    --seed + r, so pass 0 is a run with --repeats 1); write metrics.json (the mean over passes, which weigh the same,
+    and each pass's figures) and examples.png (images) or examples.gif (videos) of the first pass.
+    """
+    config = solver.config
+    kind = config["kind"]
+    passes, rows, seconds = [], [], 0.0
+    for r in range(args.repeats):
+        test = test_puzzles(args, config, missing, stride, args.seed + r)
+        num = min(args.num_puzzles, len(test))
+        if r == 0 and num < args.num_puzzles:
+            print(f"note: the test split holds only {len(test)} puzzles; solving {num}")
+        solver.gen.manual_seed(args.seed + r)
+        desc = "solving" + (f" (pass {r + 1}/{args.repeats})" if args.repeats > 1 else "")
+        metrics, sec = solve_pass(solver, test, num, args.batch_size, rows, desc)
+        passes.append(metrics)
+        seconds += sec
+    metrics = {**{k: float(np.mean([p[k] for p in passes])) for k in passes[0]},
+               "counted": COUNTED[kind], "num_puzzles": num, "sec_per_puzzle": seconds / (num * args.repeats),
                "dataset": test.dataset, "missing": missing, "sampler": args.sampler, "steps": args.steps,
-               "samples": args.samples, "assign": args.assign, "seed": args.seed, "ckpt": args.ckpt, "train_step": solver.step}
+               "samples": args.samples, "assign": args.assign, "seed": args.seed, "repeats": args.repeats,
+               "ckpt": args.ckpt, "train_step": solver.step}
+    if args.repeats > 1:
+        metrics["passes"] = passes
     metrics.update({k: config[k] for k in (("grid", "piece_size", "gap", "anchor") if kind == "image" else
                                            ("pieces", "frames_per_piece", "size"))})
     if kind == "video":
@@ -136,6 +160,9 @@ def score_test_set(args, solver, missing, stride):
                    f"{metrics['kendall_set']:.4f}), exactly ordered {metrics['exact']:.4f} "
                    f"({metrics['exact_set']:.4f})")
     ensemble = f" x{args.samples} samples" if args.samples > 1 else ""
+    if args.repeats > 1:
+        summary += f" (mean of {args.repeats} passes; puzzle accuracy of each: " + \
+            " ".join(f"{p['puzzle_acc' if kind == 'image' else 'exact']:.3f}" for p in passes) + ")"
     print(f"{num} puzzles ({args.sampler}-{args.steps}{ensemble}, {args.assign}): {summary}, "
           f"{metrics['sec_per_puzzle']:.3f} s/puzzle")
     print(f"wrote {os.path.join(args.out, 'metrics.json')} and {picture} ({shown})")
@@ -305,6 +332,9 @@ def get_parser():
     p.add_argument("--ckpt", required=True, help="ckpt.pt written by train_image.py or train_video.py")
     p.add_argument("--num-puzzles", type=positive, default=200, help="test puzzles to solve and score")
     p.add_argument("--seed", type=int, default=0, help="seed of the test puzzles (shuffles, crops) and noise")
+    p.add_argument("--repeats", type=positive, default=1,
+                   help="solve the test puzzles this many times, pass r with the shuffles and noise of --seed + r, and "
+                        "report the mean (for small test folders, whose single pass is a noisy estimate)")
     p.add_argument("--steps", type=positive, default=50, help="sampling steps (respaced out of T = 1000)")
     p.add_argument("--sampler", default="ddpm", choices=SAMPLERS,
                    help="ddpm (ancestral on respaced steps; 3.5-7.5 points more solved 3x3 puzzles than ddim at 50 "

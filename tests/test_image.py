@@ -163,6 +163,23 @@ def test_sample_end_to_end(image_ckpt, tmp_path):
     assert json.loads((tmp_path / "b" / "metrics.json").read_text())["assign"] == "greedy"
 
 
+def test_sample_repeats_are_passes_of_consecutive_seeds(image_ckpt, tmp_path):
+    flags = ["--ckpt", image_ckpt, "--num-puzzles", "4", "--steps", "3", "--missing", "0"]
+    py("sample.py", *flags, "--seed", "3", "--repeats", "3", "--out", tmp_path / "r")
+    m = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert m["repeats"] == 3 and len(m["passes"]) == 3 and m["num_puzzles"] == 4
+    assert m["piece_acc"] == pytest.approx(np.mean([p["piece_acc"] for p in m["passes"]]))
+    for r in (0, 2):                    # pass r is exactly the single run of seed 3 + r
+        py("sample.py", *flags, "--seed", str(3 + r), "--out", tmp_path / str(r))
+        single = json.loads((tmp_path / str(r) / "metrics.json").read_text())
+        assert "passes" not in single and single["piece_acc"] == m["passes"][r]["piece_acc"]
+
+
+def test_bench_score_only_needs_an_earlier_run(tmp_path):
+    proc = py("bench.py", "--score-only", "image-3x3", "--out", tmp_path, check=False)
+    assert proc.returncode != 0 and "--score-only needs" in proc.stderr and "python bench.py image-3x3" in proc.stderr
+
+
 def test_sample_own_photo(image_ckpt, tmp_path):
     photo = tmp_path / "photo.jpg"
     Image.fromarray((shapes_image(np.random.default_rng(5), 120, 160) * 255).astype(np.uint8)).save(photo)
