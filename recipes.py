@@ -56,10 +56,9 @@ RECIPES = {
     "image-photos-3x3": ("train_image.py", PHOTO_3X3 + ["--mix-shapes", "0.25", "--eval-every", "4000", "--max-steps",
                                                         "24000"], [REPEATS, ["--dataset", "shapes"]]),
     "image-photos-3x3-gap-ft": ("train_image.py", GAP_FT, PHOTO_MISSING_0_3),
-    # the shapes mix kept in the gap fine-tune of the shipped photo model; the same twice as long (39 minutes in all)
+    # misses (bench/notes.md): the shapes mix kept in the gap fine-tune; the fine-tune twice as long (39 min in all)
     "image-photos-3x3-gap-ft-keepmix": ("train_image.py", GAP_FT + ["--mix-shapes", "0.25"], PHOTO_MISSING_0_3),
-    "image-photos-3x3-gap-ft-keepmix-8k": ("train_image.py", with_flag(GAP_FT, "--max-steps", "8000") + [
-        "--mix-shapes", "0.25"], PHOTO_MISSING_0_3),
+    "image-photos-3x3-gap-ft-8k": ("train_image.py", with_flag(GAP_FT, "--max-steps", "8000"), PHOTO_MISSING_0_3),
     # the photo model shipped until 2026-11-27 (photos only) and its gap fine-tune; the one-change fine-tunes below
     # start from it (to rebuild it: python bench.py image-photos-3x3-nomix, or git show
     # 5772292:checkpoints/image-photos-3x3.pt > runs/bench/image-photos-3x3-nomix/ckpt.pt)
