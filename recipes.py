@@ -41,10 +41,12 @@ PHOTO_GPU = ["--dataset", "folder", "--data-dir", PHOTOS, "--grid", "3", "--piec
 P12 = with_flag(PHOTO_3X3, "--patch-size", "12")                                  # 4 tokens per 24 px piece
 W192 = PHOTO_3X3 + ["--width", "192"]
 P32 = with_flag(with_flag(PHOTO_3X3, "--piece-size", "32"), "--patch-size", "32")  # one token per 32 px piece
+MIXED = PHOTO_3X3 + ["--mix-shapes", "0.25"]                   # a quarter of the training puzzles: built-in shapes
 MISSING_0_3 = [["--missing", str(k)] for k in range(4)]   # score a model trained with missing pieces at 0..3
 # the photo test split holds 39 puzzles: one pass is a noisy estimate (its sampling noise alone moved the shipped gap
 # model's puzzle accuracy between 2.6% and 17.9%), so photo rows are the mean of 8 passes (seeds 1-8)
-REPEATS = ["--repeats", "8"]
+PHOTO_PASSES = 8
+REPEATS = ["--repeats", str(PHOTO_PASSES)]
 PHOTO_TEST = [REPEATS]
 PHOTO_MISSING_0_3 = [m + REPEATS for m in MISSING_0_3]
 MMNIST = ["--dataset", "movingmnist", "--data-dir", MNIST, "--size", "32", "--lr", "1e-3", "--schedule", "cosine",
@@ -53,8 +55,8 @@ MMNIST_5X4 = MMNIST + ["--pieces", "5", "--frames-per-piece", "4"]
 RECIPES = {
     # the shipped checkpoints' recipes: a quarter of the photo model's training puzzles are built-in shapes (the
     # procedural stream as a prior), then the gap fine-tune starts from it (its 29 minutes + these 4000 steps)
-    "image-photos-3x3": ("train_image.py", PHOTO_3X3 + ["--mix-shapes", "0.25", "--eval-every", "4000", "--max-steps",
-                                                        "24000"], [REPEATS, ["--dataset", "shapes"]]),
+    "image-photos-3x3": ("train_image.py", MIXED + ["--eval-every", "4000", "--max-steps", "24000"],
+                         [REPEATS, ["--dataset", "shapes"]]),
     "image-photos-3x3-gap-ft": ("train_image.py", GAP_FT, PHOTO_MISSING_0_3),
     # misses (bench/notes.md): the shapes mix kept in the gap fine-tune; the fine-tune twice as long (39 min in all)
     "image-photos-3x3-gap-ft-keepmix": ("train_image.py", GAP_FT + ["--mix-shapes", "0.25"], PHOTO_MISSING_0_3),
@@ -83,8 +85,8 @@ RECIPES = {
     # 32 px pieces (one token each), the calibration length of the 16 and 24 px rows in bench/notes.md
     "image-photos-3x3-32px": ("train_image.py", P32 + ["--eval-every", "2000", "--max-steps", "6000"], PHOTO_TEST),
     # the shapes mix at the calibration length of the 16 and 24 px rows
-    "image-photos-3x3-mix": ("train_image.py", PHOTO_3X3 + ["--mix-shapes", "0.25", "--eval-every", "2000",
-                                                            "--max-steps", "6000"], [REPEATS, ["--dataset", "shapes"]]),
+    "image-photos-3x3-mix": ("train_image.py", MIXED + ["--eval-every", "2000", "--max-steps", "6000"],
+                             [REPEATS, ["--dataset", "shapes"]]),
     # a wider DiT (192 instead of 128, 1.7x slower per step): the same two stages within 40 minutes
     "image-photos-3x3-w192": ("train_image.py", W192 + ["--eval-every", "2000", "--max-steps", "13000"], PHOTO_TEST),
     "image-photos-3x3-w192-gap-ft": ("train_image.py", gap_ft(W192, "runs/bench/image-photos-3x3-w192/ckpt.pt"),
@@ -164,7 +166,7 @@ RECIPES = {
 IMAGE_BASELINES = [("shapes", None, (2, 2), 16, 0, 0, 1), ("shapes", None, (3, 3), 16, 0, 0, 1),
                    *[("shapes", None, (3, 3), 16, 4, k, 1) for k in range(4)]]
 IMAGE_BASELINES += [("shapes", None, (3, 3), 24, 0, 0, 1)] + [("shapes", None, (3, 3), 24, 8, k, 1) for k in range(4)]
-IMAGE_BASELINES += [("folder", PHOTOS, (3, 3), piece, gap, k, int(REPEATS[1]))
+IMAGE_BASELINES += [("folder", PHOTOS, (3, 3), piece, gap, k, PHOTO_PASSES)
                     for piece, gap, k in [(24, 0, 0), (24, 8, 0), (24, 8, 1), (24, 8, 2), (24, 8, 3),
                                           (64, 0, 0), (64, 21, 0), (64, 21, 1), (64, 21, 2), (64, 21, 3)]]
 # (dataset, data dir, pieces, frames per piece, frame size px)
