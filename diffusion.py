@@ -2,7 +2,7 @@
 Conditional DDPM over several named parts at once, as JPDVT uses it.
 
 Paper: "Masked Jigsaw Transformer Diffusion" (Sec. 3.1) and the supplement "Conditional Diffusion Models".
-A puzzle state is a dict of parts, e.g. {"pos": L (B, N, 32), "content": E (B, N, C, H, W)}. Each part has a
+A puzzle state is a dict of parts, e.g. {"code": L (B, N, 32), "content": E (B, N, C, H, W)}. Each part has a
 mask of the entries that are *generated*: positional codes of every piece (except an anchored one), and the
 content of missing pieces. Unmasked entries are given and stay clean at every step, which is the paper's
 q(L_t, E^m_t | L_0, E^m_0, E^g) and p(L_{t-1}, E^m_{t-1} | L_t, E^m_t, E^g).
@@ -14,15 +14,14 @@ q(L_t, E^m_t | L_0, E^m_0, E^g) and p(L_{t-1}, E^m_{t-1} | L_t, E^m_t, E^g).
   respaced subset (`timesteps`), re-imposing the given entries after every step.
 
     diffusion = GaussianDiffusion(1000, prediction="x0")
-    losses = diffusion.training_losses(model_fn, x0_parts, masks, weights={"pos": 0.2, "content": 0.8})
-    parts = diffusion.sample(model_fn, given, masks, steps=50, sampler="ddim")
+    losses = diffusion.training_losses(model_fn, x0_parts, masks, weights={"code": 0.2, "content": 0.8})
+    parts = diffusion.sample(model_fn, given, masks, steps=50, sampler="ddpm")
 """
 import numpy as np
 import torch
-from tqdm import tqdm
 
 PREDICTIONS = {"eps": "the noise added (paper)", "x0": "the clean target directly"}
-SAMPLERS = {"ddim": "deterministic DDIM (eta=0) on respaced steps", "ddpm": "ancestral DDPM"}
+SAMPLERS = {"ddpm": "ancestral DDPM (default)", "ddim": "deterministic DDIM (eta=0)"}
 
 
 def linear_betas(num_steps=1000, start=1e-4, end=0.02):
@@ -139,8 +138,7 @@ class GaussianDiffusion:
         return ts[::-1].tolist()
 
     @torch.no_grad()
-    def sample(self, model_fn, given, masks, steps=None, sampler="ddim", generator=None, progress=False,
-               unclipped=()):
+    def sample(self, model_fn, given, masks, steps=None, sampler="ddpm", generator=None, unclipped=()):
         """
         Generate every masked entry. given: {name: tensor} with given entries filled in (masked entries are
         ignored); masks as in training_losses. Predicted x0 is clipped to [-1, 1] (the range of codes and pixels)
@@ -158,7 +156,7 @@ class GaussianDiffusion:
         x = {k: m[k] * randn(v) + (1 - m[k]) * v for k, v in given.items()}
         b = next(iter(given.values())).shape[0]
         device = next(iter(given.values())).device
-        for i, step in enumerate(tqdm(ts, desc=f"{sampler}-{len(ts)}", disable=not progress, leave=False)):
+        for i, step in enumerate(ts):
             t = torch.full((b,), step, device=device, dtype=torch.long)
             t_prev = torch.full((b,), ts[i + 1] if i + 1 < len(ts) else -1, device=device, dtype=torch.long)
             out = model_fn(x, t)

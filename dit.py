@@ -9,7 +9,7 @@ unordered and the network is permutation-equivariant over pieces. Outputs: a 32-
 pooled per piece) and the pixels of every piece (used for missing pieces: noised content in, denoised out).
 
     model = DiT(CONFIGS["tiny"])
-    pos_out, content_out = model(pos, content, t, missing, anchor)   # (B, N, 32), (B, N, 3, P, P)
+    code_out, content_out = model(code, content, t, missing, anchor)   # (B, N, 32), (B, N, 3, P, P)
 """
 import math
 from dataclasses import dataclass
@@ -24,7 +24,7 @@ class DiTConfig:
     piece_size: int = 16      # pixels per side of a piece
     patch_size: int = 8       # ViT patch; a piece is (piece_size / patch_size)^2 tokens
     in_channels: int = 3
-    pos_dim: int = 32         # the paper's 2D positional code
+    code_dim: int = 32         # the paper's 2D positional code
     hidden: int = 128
     depth: int = 4
     heads: int = 4
@@ -105,22 +105,24 @@ class DiTBlock(nn.Module):
 class FinalLayer(nn.Module):
     """adaLN, then linear heads: pixels per token and a positional code per piece (tokens pooled)."""
 
-    def __init__(self, dim, patch_pixels, pos_dim):
+    def __init__(self, dim, patch_pixels, code_dim):
         super().__init__()
         self.norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
         self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(dim, 2 * dim))
         self.pixels = nn.Linear(dim, patch_pixels)
-        self.pos = nn.Sequential(nn.Linear(dim, dim), nn.SiLU(), nn.Linear(dim, pos_dim))
+        self.code = nn.Sequential(nn.Linear(dim, dim), nn.SiLU(), nn.Linear(dim, code_dim))
 
     def forward(self, x, c, n):
         shift, scale = self.adaLN_modulation(c).chunk(2, dim=1)
-        x = modulate(self.norm(x), shift, scale)                  # (B, N*T, D)
+        x = modulate(self.norm(x), shift, scale)                  # (B, N*K, D), K tokens per piece
         b, l, d = x.shape
         pooled = x.view(b, n, l // n, d).mean(2)                  # (B, N, D)
-        return self.pos(pooled), self.pixels(x)
+        return self.code(pooled), self.pixels(x)
 
 
 class DiT(nn.Module):
+    """Denoiser of (positional codes, pixels) of an image puzzle's pieces; see the module docstring."""
+
     def __init__(self, config):
         super().__init__()
         cfg = self.config = config
@@ -132,11 +134,11 @@ class DiT(nn.Module):
         self.tokens_per_side = cfg.piece_size // p
         self.patch_embed = nn.Linear(cfg.in_channels * p * p, d)
         self.token_pos = nn.Parameter(torch.zeros(1, 1, self.tokens_per_side ** 2, d))  # token's place in its piece
-        self.pos_embed = nn.Sequential(nn.Linear(cfg.pos_dim, d), nn.SiLU(), nn.Linear(d, d))  # noisy code -> token
+        self.code_embed = nn.Sequential(nn.Linear(cfg.code_dim, d), nn.SiLU(), nn.Linear(d, d))  # noisy code -> token
         self.flag_embed = nn.Embedding(4, d)                      # given/missing content x free/anchored position
         self.t_embed = TimestepEmbedder(d)
         self.blocks = nn.ModuleList([DiTBlock(d, cfg.heads, cfg.mlp_dim) for _ in range(cfg.depth)])
-        self.final = FinalLayer(d, cfg.in_channels * p * p, cfg.pos_dim)
+        self.final = FinalLayer(d, cfg.in_channels * p * p, cfg.code_dim)
         self.initialize_weights()
 
     def initialize_weights(self):
@@ -153,7 +155,7 @@ class DiT(nn.Module):
         for blk in self.blocks:
             nn.init.zeros_(blk.adaLN_modulation[-1].weight)
             nn.init.zeros_(blk.adaLN_modulation[-1].bias)
-        for lin in (self.final.adaLN_modulation[-1], self.final.pixels, self.final.pos[-1]):
+        for lin in (self.final.adaLN_modulation[-1], self.final.pixels, self.final.code[-1]):
             nn.init.zeros_(lin.weight)
             nn.init.zeros_(lin.bias)
 
@@ -171,16 +173,19 @@ class DiT(nn.Module):
         x = x.reshape(b, n, k, k, c, p, p).permute(0, 1, 4, 2, 5, 3, 6)
         return x.reshape(b, n, c, k * p, k * p)
 
-    def forward(self, pos, content, t, missing, anchor=None):
-        """pos (B, N, pos_dim) noisy codes; content (B, N, C, P, P); t (B,); missing, anchor (B, N) bool."""
-        b, n = pos.shape[:2]
-        tpp = self.tokens_per_side ** 2
+    def forward(self, code, content, t, missing, anchor=None):
+        """
+        code (B, N, code_dim) noisy positional codes; content (B, N, C, P, P); t (B,); missing, anchor (B, N) bool.
+        Returns the predicted codes (B, N, code_dim) and content (B, N, C, P, P). K = tokens per piece.
+        """
+        b, n = code.shape[:2]
+        k = self.tokens_per_side ** 2
         flags = missing.long() + (2 * anchor.long() if anchor is not None else 0)
-        piece = self.pos_embed(pos) + self.flag_embed(flags)                     # (B, N, D)
-        x = self.patch_embed(self.patchify(content)).view(b, n, tpp, -1)        # (B, N, T, D)
-        x = (x + self.token_pos + piece[:, :, None]).flatten(1, 2)               # (B, N*T, D)
+        piece = self.code_embed(code) + self.flag_embed(flags)                   # (B, N, D)
+        x = self.patch_embed(self.patchify(content)).view(b, n, k, -1)           # (B, N, K, D)
+        x = (x + self.token_pos + piece[:, :, None]).flatten(1, 2)               # (B, N*K, D)
         c = self.t_embed(t)                                                      # (B, D)
         for blk in self.blocks:
             x = blk(x, c)
-        pos_out, pixels = self.final(x, c, n)
-        return pos_out, self.unpatchify(pixels, n)
+        code_out, pixels = self.final(x, c, n)
+        return code_out, self.unpatchify(pixels, n)

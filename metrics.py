@@ -5,7 +5,8 @@ Paper: "Predicted position encodings" (supplement) and "Metrics" (Sec. 4.2).
 - assign(cost): each piece gets a distinct position. "greedy" is the paper's rule (each piece in turn takes the
   closest free position); "hungarian" is the optimal assignment (minimum total cost), written from scratch.
 - piece_accuracy / puzzle_accuracy: fraction of pieces in place / of puzzles with every piece in place.
-- kendall_distance: discordant pairs / (n(n-1)/2), the normalized Kendall (bubble-sort) distance for videos.
+- kendall_distance: discordant pairs / (n(n-1)/2), the normalized Kendall (bubble-sort) distance for videos;
+  kendall_reversible: the authors' variant, the smaller of the distances of the predicted order and its reverse.
 
     cost = torch.cdist(pred_codes, table)   # (N, N) L2 distances
     positions = assign(cost)                # piece i goes to positions[i]
@@ -110,8 +111,8 @@ def puzzle_accuracy(pred, true, mask=None):
     return float((ok | ~mask).all(axis=1).mean())
 
 
-def kendall_distance(a, b, normalized=True):
-    """Discordant pairs between two orderings a, b ([N] or [B, N]); normalized by n(n-1)/2. Returns float or [B]."""
+def kendall_distance(a, b):
+    """Discordant pairs of two orderings a, b ([N] or [B, N]) over n(n-1)/2: 0 in order, 1 reversed; float or [B]."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if a.shape != b.shape:
         raise ValueError(f"orderings must have the same shape, got {a.shape} and {b.shape}")
@@ -120,10 +121,17 @@ def kendall_distance(a, b, normalized=True):
     n = a.shape[1]
     da = np.sign(a[:, :, None] - a[:, None, :])
     db = np.sign(b[:, :, None] - b[:, None, :])
-    d = (da * db < 0).sum(axis=(1, 2)) / 2
-    if normalized:
-        d = d / max(n * (n - 1) / 2, 1)
+    d = (da * db < 0).sum(axis=(1, 2)) / 2 / max(n * (n - 1) / 2, 1)
     return float(d[0]) if single else d
+
+
+def kendall_reversible(pred, true):
+    """
+    The authors' video evaluation: the Kendall distance of the predicted order or of its reverse, whichever is
+    smaller (a fully reversed clip scores 0). pred, true: slots [N] or [B, N]. Reported as `kendall_rev`.
+    """
+    pred = np.asarray(pred)
+    return np.minimum(kendall_distance(pred, true), kendall_distance(pred.max(-1, keepdims=True) - pred, true))
 
 
 def relabel_generated(pred, true, generated):

@@ -8,6 +8,13 @@ mirrored), and the digits are composited with a per-pixel max. Unlike the fixed 
 generated on the fly, so there are as many as you like; seed the rng per clip, e.g.
 np.random.default_rng([seed, split, index]), and clip `index` is the same every time.
 
+Three differences from Srivastava et al.'s generator, kept because the shipped Moving MNIST checkpoint was trained
+and scored on these clips: (1) frame 0 is the start position (theirs takes one step before recording the first
+frame); (2) a digit past a wall is mirrored back inside (theirs clamps it to the wall); both flip the velocity;
+(3) positions are rounded to the nearest pixel (theirs truncates). Speed (3.6 px a frame), uniform start positions
+and directions, random digits and the max composite are theirs. The paper's test clips are the fixed
+mnist_test_seq.npy instead (readable here too); these are generated from the t10k digits.
+
     digits = mnist_digits("data/mnist", "train")               # (60000, 28, 28) uint8, read once per process
     clip = moving_mnist(digits, np.random.default_rng(0))      # (20, 64, 64) float32 in [0, 1]
 
@@ -23,7 +30,7 @@ import zlib
 import numpy as np
 from PIL import Image
 
-from errors import UserError
+from cli import UserError
 
 DIGIT = 28    # MNIST digit side, px
 CANVAS = 64   # Moving MNIST frame side, px; digits move with top-left corner in [0, CANVAS - DIGIT] = [0, 36]
@@ -118,7 +125,7 @@ def _bounce(rng, num_frames):
 def moving_mnist(digits, rng, num_frames=20, size=64, num_digits=2):
     """One clip, float32 (num_frames, size, size) in [0, 1]; a pure function of rng. Made at 64 px, then resized."""
     picks = rng.integers(len(digits), size=num_digits)
-    clip = np.zeros((num_frames, CANVAS, CANVAS), np.float32)  # (T, 64, 64)
+    clip = np.zeros((num_frames, CANVAS, CANVAS), np.float32)  # (L, 64, 64)
     for i in picks:
         digit = digits[i].astype(np.float32) / 255.0           # (28, 28)
         for t, (r, c) in enumerate(_bounce(rng, num_frames)):

@@ -16,7 +16,6 @@ from PIL import Image, ImageDraw
 from puzzles import assemble, unshuffle_video
 from sources import fit_channels
 
-
 # ----------------------------------------------------------------------------
 # Images
 # ----------------------------------------------------------------------------
@@ -55,7 +54,7 @@ def image_row(batch, positions, content, grid, k):
     return stack([assemble(shown, np.arange(n), grid, border=2, fill=1.0),
                   assemble(given, placed, grid, border=2, fill=1.0),
                   assemble(np.where(missing[:, None, None, None], gen, given), positions[k], grid, border=2, fill=1.0),
-                  assemble(given, batch["order"][k].cpu().numpy(), grid, border=2, fill=1.0)])
+                  assemble(given, batch["true_pos"][k].cpu().numpy(), grid, border=2, fill=1.0)])
 
 
 # ----------------------------------------------------------------------------
@@ -80,7 +79,7 @@ def video_row(batch, positions, generated, k):
     slot_generated[positions[k]] = missing                     # which time slots got a generated piece
     clips = [np.where(gone, 0.5, real).reshape(-1, *real.shape[2:]),   # n f h w c -> (n f) h w c
              unshuffle_video(np.where(gone, frames_np(generated[k]), real), positions[k]),
-             unshuffle_video(real, batch["order"][k].cpu().numpy())]
+             unshuffle_video(real, batch["true_pos"][k].cpu().numpy())]
     return clips, [None, np.repeat(slot_generated, f), None]
 
 
@@ -91,7 +90,7 @@ def write_rows(path, rows, labels):
 
 
 def _to_rgb_uint8(frames):
-    """(T, H, W) or (T, H, W, 1|3) float in [0, 1] -> uint8 (T, H, W, 3)."""
+    """(L, H, W) or (L, H, W, 1|3) float in [0, 1] -> uint8 (L, H, W, 3)."""
     frames = np.asarray(frames, np.float32)
     if frames.ndim == 3:
         frames = frames[..., None]
@@ -101,14 +100,14 @@ def _to_rgb_uint8(frames):
 def write_gif(path, rows, labels=None, fps=4, marks=None, min_size=96):
     """
     Animated GIF of a grid of clips: rows (e.g. one per puzzle) of clips side by side (e.g. shuffled | solved |
-    ground truth). Each clip is a (T, H, W) or (T, H, W, 1|3) float array in [0, 1], all of the same T, H, W;
-    labels: a title per column; marks: nested like rows, per clip a bool (T,) (or None) of frames to outline in
+    ground truth). Each clip is an (L, H, W) or (L, H, W, 1|3) float array in [0, 1] (L frames), all of one shape;
+    labels: a title per column; marks: nested like rows, per clip a bool (L,) (or None) of frames to outline in
     red (generated frames). Small frames are upscaled (nearest) to at least `min_size` pixels.
     """
     clips = [[_to_rgb_uint8(c) for c in row] for row in rows]
     shapes = {c.shape for row in clips for c in row}
     if len(shapes) != 1:
-        raise ValueError(f"all clips must have the same (T, H, W), got {sorted(s[:3] for s in shapes)}")
+        raise ValueError(f"all clips must have the same (L, H, W), got {sorted(s[:3] for s in shapes)}")
     t, h, w, _ = shapes.pop()
     k = max(1, -(-min_size // min(h, w)))                      # ceil(min_size / min(h, w))
     h, w, border, gap, header = h * k, w * k, 3, 6, (14 if labels else 0)

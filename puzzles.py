@@ -11,10 +11,10 @@ Pieces are shuffled with a seeded generator and up to K of them are missing (0..
 exactly K when evaluating). Every sample is a pure function of (seed, split, stream position), so a batch is a
 pure function of the step: that is what makes resuming exact and the train and test streams disjoint.
 
-    test = ImagePuzzles("shapes", "test", grid=(3, 3), piece=16, missing=1)
-    item = test[0]          # content (9, 3, 16, 16) in [-1, 1], order (9,) true position of each piece, missing (9,)
-    test = VideoPuzzles("digits", "test", pieces=5, frames_per_piece=4, size=32, missing=1)
-    item = test[0]          # content (5, 4, 1, 32, 32) in [-1, 1], order (5,) with order[0] = 0, missing (5,)
+    test = ImagePuzzles(ImageConfig(grid=(3, 3), piece_size=16, missing=1), "test")         # config.py
+    item = test[0]   # content (9, 3, 16, 16) in [-1, 1], true_pos (9,) true position of each piece, missing (9,)
+    test = VideoPuzzles(VideoConfig(pieces=5, frames_per_piece=4, size=32, missing=1), "test")
+    item = test[0]   # content (5, 4, 1, 32, 32) in [-1, 1], true_pos (5,) with true_pos[0] = 0, missing (5,)
     batch = collate([test[i] for i in range(8)])                   # the same keys, stacked: (8, ...)
 
 Where the pixels come from: synthetic.py (built in), sources.py (image and video files), mnist.py (Moving MNIST).
@@ -28,13 +28,25 @@ import numpy as np
 import torch
 from PIL import Image
 
-from errors import UserError
+from cli import UserError
 from mnist import MOVINGMNIST_FILE, is_mnist_dir, load_movingmnist, mnist_digits, moving_mnist
-from sources import (IMAGE_EXTS, VIDEO_EXTS, _resize, fit_channels, fit_image, list_images, list_videos, load_photo,
-                     random_crop, read_video, require_backend, split_files)
+from sources import (
+    IMAGE_EXTS,
+    VIDEO_EXTS,
+    _resize,
+    fit_channels,
+    fit_image,
+    list_images,
+    list_videos,
+    load_photo,
+    random_crop,
+    read_video,
+    require_backend,
+    split_files,
+)
 from synthetic import moving_digits, shapes_image
 
-SPLITS = {"train": 0, "test": 1}
+SPLITS = {"train": 0, "test": 1, "val": 2}              # each split its own seeded stream
 ENDLESS = 2 ** 62                                          # length of an unlimited stream (built-in data)
 MNIST_TEST_CLIPS = 10000                                   # Moving MNIST generated from the t10k digits: test clips
 
@@ -93,15 +105,15 @@ def assemble(pieces, positions, grid, border=0, fill=0.5):
 
 def shuffle_pieces(n, rng, missing=0, anchor=False):
     """
-    A random order of n pieces and which of them are missing. order[i] = true position of shuffled piece i.
+    A random order of n pieces and which of them are missing: true_pos[i] = true position of shuffled piece i.
     With anchor, shuffled piece 0 is the one whose position the model is told, so it is never missing.
     """
-    order = rng.permutation(n)
+    true_pos = rng.permutation(n)
     miss = np.zeros(n, dtype=bool)
     if missing:
         first = 1 if anchor else 0
         miss[first + rng.choice(n - first, size=missing, replace=False)] = True
-    return order, miss
+    return true_pos, miss
 
 
 def check_missing(missing, pieces, kept, what):
@@ -159,22 +171,21 @@ DATASETS = {
 
 class ImagePuzzles(torch.utils.data.Dataset):
     """
-    Stream of image puzzles. Item `i` is stream position i of the split; everything random about it comes from
-    np.random.default_rng([seed, split, i]). Returns dict(content (N, 3, P, P) in [-1, 1], order (N,) the true
-    position of each shuffled piece, missing (N,) bool).
+    Stream of image puzzles of a config.ImageConfig `cfg`. Item `i` is stream position i of the split ("train",
+    "val" or "test"; sources.split_files); everything random about it comes from np.random.default_rng([seed,
+    split, i]). Returns dict(content (N, 3, P, P) in [-1, 1], true_pos (N,) the true position of each shuffled
+    piece, missing (N,) bool). Training puzzles: 0..missing pieces missing, pieces at random places in their cells,
+    fresh zoomed views of a photo folder (`crop_scale`), a `mix_shapes` fraction of built-in shapes; val and test
+    puzzles: exactly `missing`, centred pieces, whole photos.
     """
 
-    def __init__(self, dataset, split, grid, piece, gap=0, missing=0, anchor=False, seed=0, data_dir=None,
-                 vary_missing=None, crop_scale=None, jitter=True, mix_shapes=0.0):
-        self.dataset, self.split, self.grid, self.piece, self.gap = dataset, split, grid, piece, gap
+    def __init__(self, cfg, split, seed=0):
+        self.cfg, self.split, self.seed = cfg, split, seed
         self.train = split == "train"
-        self.jitter = jitter and self.train                      # pieces at random places in their cells
-        self.mix_shapes = mix_shapes if self.train else 0.0      # training: this fraction of puzzles are shapes
-        self.missing, self.anchor, self.seed = missing, anchor, seed
-        self.crop_scale = crop_scale if self.train else None     # (lo, hi): fresh zoomed views of photos
-        self.vary_missing = self.train if vary_missing is None else vary_missing  # train: 0..K missing
-        self.files = None if dataset == "shapes" else split_files(data_dir, split, dataset, list_images,
-                                                                             "images", IMAGE_EXTS)
+        self.mix_shapes = cfg.mix_shapes if self.train else 0.0
+        self.crop_scale = cfg.crop_scale if self.train and cfg.dataset == "folder" else None
+        self.files = None if cfg.dataset == "shapes" else split_files(cfg.data_dir, split, cfg.dataset, list_images,
+                                                                      "images", IMAGE_EXTS)
         self.skipped = set()
 
     def __len__(self):
@@ -187,7 +198,8 @@ class ImagePuzzles(torch.utils.data.Dataset):
 
     def source(self, i, rng):
         """The (H, W, 3) float image of stream position i, sized to the grid's cells."""
-        h, w = self.grid[0] * (self.piece + self.gap), self.grid[1] * (self.piece + self.gap)
+        cell = self.cfg.piece_size + self.cfg.gap
+        h, w = self.cfg.grid[0] * cell, self.cfg.grid[1] * cell
         if self.files is None or (self.mix_shapes and rng.random() < self.mix_shapes):
             return shapes_image(rng, h, w)
         n, first = len(self.files), self.file_index(i)
@@ -203,7 +215,7 @@ class ImagePuzzles(torch.utils.data.Dataset):
                     note_skip(self.skipped, path, f"too small (under {max(h, w)} px a side) image", n)
                     continue
                 with Image.open(path) as im:
-                    return fit_image(im, h, w, rng if self.train else None, hflip=self.dataset == "imagenet"
+                    return fit_image(im, h, w, rng if self.train else None, hflip=self.cfg.dataset == "imagenet"
                                      and self.train)
             except (OSError, ValueError, Image.DecompressionBombError):
                 note_skip(self.skipped, path, "unreadable image", n)
@@ -212,13 +224,14 @@ class ImagePuzzles(torch.utils.data.Dataset):
                          "larger photos" if self.crop_scale else ""))
 
     def __getitem__(self, i):
+        cfg = self.cfg
         rng = np.random.default_rng([self.seed, SPLITS[self.split], int(i)])
         img = self.source(int(i), rng)
-        pieces = cut_image(img, self.grid, self.piece, self.gap, rng if self.jitter else None)
-        k = int(rng.integers(0, self.missing + 1)) if self.vary_missing else self.missing
-        order, miss = shuffle_pieces(len(pieces), rng, k, self.anchor)
-        content = torch.from_numpy(pieces[order]).permute(0, 3, 1, 2) * 2 - 1   # (N, 3, P, P)
-        return dict(content=content.float(), order=torch.from_numpy(order), missing=torch.from_numpy(miss))
+        pieces = cut_image(img, cfg.grid, cfg.piece_size, cfg.gap, rng if self.train else None)
+        k = int(rng.integers(0, cfg.missing + 1)) if self.train else cfg.missing
+        true_pos, miss = shuffle_pieces(len(pieces), rng, k, cfg.anchor)
+        content = torch.from_numpy(pieces[true_pos]).permute(0, 3, 1, 2) * 2 - 1   # (N, 3, P, P)
+        return dict(content=content.float(), true_pos=torch.from_numpy(true_pos), missing=torch.from_numpy(miss))
 
 
 # ----------------------------------------------------------------------------
@@ -227,11 +240,11 @@ class ImagePuzzles(torch.utils.data.Dataset):
 
 def make_video_puzzle(frames, num_pieces, frames_per_piece, rng, missing=0, start=None):
     """
-    Cut a temporal puzzle from frames (T, ...) with T >= P*F: a window of P*F consecutive frames (at `start`, or a
+    Cut a temporal puzzle from frames (L, ...) with L >= P*F: a window of P*F consecutive frames (at `start`, or a
     random one), split into P pieces of F frames; piece 0 (the anchor) stays first, the others are shuffled, and
     `missing` of the non-anchor pieces are marked missing. Returns dict(
         pieces  (P, F, ...) in shuffled order,
-        order   (P,) int64, the true temporal index of each shuffled piece (order[0] == 0),
+        true_pos (P,) int64, the true temporal index of each shuffled piece (true_pos[0] == 0),
         missing (P,) bool, never True for the anchor).
     """
     p, f = num_pieces, frames_per_piece
@@ -245,8 +258,8 @@ def make_video_puzzle(frames, num_pieces, frames_per_piece, rng, missing=0, star
     window = np.asarray(frames[start:start + span])
     pieces = window.reshape(p, f, *window.shape[1:])           # (p f) ... -> p f ...
     rest, rest_missing = shuffle_pieces(p - 1, rng, missing)   # shuffle pieces 1..P-1 behind the anchor
-    order = np.concatenate([[0], 1 + rest]).astype(np.int64)
-    return dict(pieces=pieces[order], order=order, missing=np.concatenate([[False], rest_missing]))
+    true_pos = np.concatenate([[0], 1 + rest]).astype(np.int64)
+    return dict(pieces=pieces[true_pos], true_pos=true_pos, missing=np.concatenate([[False], rest_missing]))
 
 
 def unshuffle_video(pieces, positions):
@@ -267,55 +280,56 @@ def video_tensor(pieces):
 
 
 def video_item(puzzle):
-    """A make_video_puzzle dict as tensors: content (N, F, C, H, W) in [-1, 1], order (N,), missing (N,) bool."""
-    return dict(content=video_tensor(puzzle["pieces"]), order=torch.from_numpy(puzzle["order"]),
+    """A make_video_puzzle dict as tensors: content (N, F, C, H, W) in [-1, 1], true_pos (N,), missing (N,) bool."""
+    return dict(content=video_tensor(puzzle["pieces"]), true_pos=torch.from_numpy(puzzle["true_pos"]),
                 missing=torch.from_numpy(puzzle["missing"]))
 
 
 VIDEO_DATASETS = {
     "digits": "built-in moving digits, MovingMNIST-like (no data needed)",
     "movingmnist": f"Moving MNIST (--data-dir): the MNIST IDX files (clips generated on the fly, training digits for "
-                   f"training, t10k digits for testing) or {MOVINGMNIST_FILE} (9000 train / 1000 test clips)",
+                   f"training and val, t10k digits for testing) or {MOVINGMNIST_FILE} (8000 train / 1000 val / 1000 "
+                   "test clips)",
     "videos": "a folder of video files (mp4, avi, gif, ...) or frame folders (--data-dir)",
 }
 
 
 class VideoPuzzles(torch.utils.data.Dataset):
     """
-    Stream of temporal puzzles. Item `i` is stream position i of the split; everything random about it comes from
-    np.random.default_rng([seed, split, i]). A clip (every `frame_stride`-th frame, size x size, `channels`
-    channels) gives a window of P*F frames: random in training, centred at test time. Returns dict(
-    content (N, F, C, H, W) in [-1, 1], order (N,) with order[0] = 0, missing (N,) bool, never the anchor).
-    Unreadable or too-short videos of a folder are skipped (and counted in `skipped`).
-    curriculum = (first, steps, per_step): training puzzles start with `first` pieces, growing linearly to
-    `pieces` over `steps` training steps of `per_step` stream positions (batch x processes).
+    Stream of temporal puzzles of a config.VideoConfig `cfg`. Item `i` is stream position i of the split; everything
+    random about it comes from np.random.default_rng([seed, split, i]). A clip (every `frame_stride`-th frame,
+    size x size, `channels` channels) gives a window of P*F frames: random in training, centred at test time.
+    Returns dict(content (N, F, C, H, W) in [-1, 1], true_pos (N,) with true_pos[0] = 0, missing (N,) bool, never
+    the anchor). Unreadable or too-short videos of a folder are skipped (and counted in `skipped`).
+    Training puzzles have 0..missing pieces missing and, with cfg.curriculum = (first, steps, per_step), start with
+    `first` pieces, growing linearly to all over `steps` training steps of `per_step` stream positions.
     """
 
-    def __init__(self, dataset, split, pieces, frames_per_piece, size, channels=1, missing=0, frame_stride=1,
-                 seed=0, data_dir=None, vary_missing=None, curriculum=None):
-        self.curriculum = curriculum if split == "train" else None
-        self.dataset, self.split, self.pieces, self.frames_per_piece = dataset, split, pieces, frames_per_piece
-        self.size, self.channels, self.missing, self.stride, self.seed = size, channels, missing, frame_stride, seed
-        self.span = pieces * frames_per_piece                  # frames of one puzzle, after striding
+    def __init__(self, cfg, split, seed=0):
+        self.cfg, self.split, self.seed = cfg, split, seed
         self.train = split == "train"
-        self.vary_missing = self.train if vary_missing is None else vary_missing  # train: 0..K missing
+        self.curriculum = cfg.curriculum if self.train else None
+        self.stride = cfg.frame_stride
+        self.span = cfg.pieces * cfg.frames_per_piece          # frames of one puzzle, after striding
         self.videos = self.files = self.mnist_dir = None
-        if dataset == "movingmnist" and data_dir and is_mnist_dir(data_dir):
-            self.mnist_dir = data_dir
-            mnist_digits(data_dir, split)                      # a missing or broken file fails here, in one line
-        elif dataset == "movingmnist":
-            data = load_movingmnist(data_dir)
-            cut = len(data) * 9 // 10                          # 10000 videos: 9000 train, 1000 test
-            self.videos = data[:cut] if self.train else data[cut:]
+        if cfg.dataset == "movingmnist" and cfg.data_dir and is_mnist_dir(cfg.data_dir):
+            self.mnist_dir = cfg.data_dir
+            self.digits = "test" if split == "test" else "train"   # val: its own clips of the training digits
+            mnist_digits(cfg.data_dir, self.digits)            # a missing or broken file fails here, in one line
+        elif cfg.dataset == "movingmnist":
+            data = load_movingmnist(cfg.data_dir)
+            val, test = len(data) * 8 // 10, len(data) * 9 // 10   # 10000 videos: 8000 train, 1000 val, 1000 test
+            self.videos = {"train": data[:val], "val": data[val:test], "test": data[test:]}[split]
             if not len(self.videos):
-                raise UserError(f"--data-dir {data_dir} holds too few videos for a {split} split; use the full "
+                raise UserError(f"--data-dir {cfg.data_dir} holds too few videos for a {split} split; use the full "
                                 f"{MOVINGMNIST_FILE}")
-            if data.shape[1] < self.span * frame_stride:
+            if data.shape[1] < self.span * self.stride:
                 raise UserError(f"MovingMNIST videos have {data.shape[1]} frames, fewer than the "
-                                f"{self.span * frame_stride} of {pieces} pieces x {frames_per_piece} frames x "
-                                f"--frame-stride {frame_stride}; use fewer or shorter pieces")
-        elif dataset == "videos":
-            self.files = split_files(data_dir, split, dataset, list_videos, "videos", VIDEO_EXTS + ("frame folders",))
+                                f"{self.span * self.stride} of {cfg.pieces} pieces x {cfg.frames_per_piece} frames x "
+                                f"--frame-stride {self.stride}; use fewer or shorter pieces")
+        elif cfg.dataset == "videos":
+            self.files = split_files(cfg.data_dir, split, cfg.dataset, list_videos, "videos",
+                                     VIDEO_EXTS + ("frame folders",))
         self.skipped = set()
 
     def __len__(self):
@@ -326,19 +340,20 @@ class VideoPuzzles(torch.utils.data.Dataset):
         return len(self.files) if self.files is not None else ENDLESS
 
     def source(self, i, rng):
-        """The clip (T, size, size, channels) in [0, 1] of stream position i, every frame_stride-th frame, T >= P*F."""
-        if self.dataset == "digits":
-            clip = moving_digits(rng, self.span * self.stride, self.size)[::self.stride, :, :, None]
+        """The clip (frames, size, size, channels) in [0, 1] of stream position i, every frame_stride-th frame."""
+        size = self.cfg.size
+        if self.cfg.dataset == "digits":
+            clip = moving_digits(rng, self.span * self.stride, size)[::self.stride, :, :, None]
         elif self.mnist_dir is not None:
-            digits = mnist_digits(self.mnist_dir, self.split)
-            clip = moving_mnist(digits, rng, max(20, self.span * self.stride), self.size)[::self.stride, :, :, None]
+            digits = mnist_digits(self.mnist_dir, self.digits)
+            clip = moving_mnist(digits, rng, max(20, self.span * self.stride), size)[::self.stride, :, :, None]
         elif self.videos is not None:
             clip = self.videos[i, ::self.stride, :, :, None].astype(np.float32) / 255
-            if self.size != clip.shape[1]:
-                clip = np.stack([_resize(f, self.size) for f in clip])
+            if size != clip.shape[1]:
+                clip = np.stack([_resize(f, size) for f in clip])
         else:
             clip = self.read(i)
-        return fit_channels(clip, self.channels)
+        return fit_channels(clip, self.cfg.channels)
 
     def read(self, i):
         """Video i of the folder, or the next usable one: unreadable or too short ones are skipped and counted."""
@@ -349,7 +364,7 @@ class VideoPuzzles(torch.utils.data.Dataset):
                 continue
             require_backend(path)                              # a missing decoder is the user's to install
             try:
-                clip = read_video(path, self.stride, self.size)
+                clip = read_video(path, self.stride, self.cfg.size)
             except UserError:
                 note_skip(self.skipped, path, "unreadable video", n)
                 continue
@@ -357,20 +372,21 @@ class VideoPuzzles(torch.utils.data.Dataset):
                 return clip
             note_skip(self.skipped, path, f"too short (under {self.span} frames) video", n)
         raise UserError(f"--data-dir: none of the {n} {self.split} videos is readable and at least "
-                        f"{self.span * self.stride} frames long ({self.pieces} pieces x {self.frames_per_piece} "
-                        f"frames x --frame-stride {self.stride}); use fewer or shorter pieces or longer videos")
+                        f"{self.span * self.stride} frames long ({self.cfg.pieces} pieces x "
+                        f"{self.cfg.frames_per_piece} frames x --frame-stride {self.stride}); use fewer or shorter "
+                        "pieces or longer videos")
 
     def pieces_at(self, i):
-        """Pieces of the puzzle at stream position i: --pieces, or fewer early in a curriculum."""
+        """Pieces of the puzzle at stream position i: all of them, or fewer early in a curriculum."""
         if self.curriculum is None:
-            return self.pieces
+            return self.cfg.pieces
         first, steps, per_step = self.curriculum
-        return min(self.pieces, first + (self.pieces - first) * (i // per_step) // steps)
+        return min(self.cfg.pieces, first + (self.cfg.pieces - first) * (i // per_step) // steps)
 
     def __getitem__(self, i):
         rng = np.random.default_rng([self.seed, SPLITS[self.split], int(i)])
         clip = self.source(int(i), rng)
         pieces = self.pieces_at(int(i))
-        k = min(int(rng.integers(0, self.missing + 1)) if self.vary_missing else self.missing, pieces - 2)
+        k = min(int(rng.integers(0, self.cfg.missing + 1)) if self.train else self.cfg.missing, pieces - 2)
         start = None if self.train else (len(clip) - self.span) // 2
-        return video_item(make_video_puzzle(clip, pieces, self.frames_per_piece, rng, k, start))
+        return video_item(make_video_puzzle(clip, pieces, self.cfg.frames_per_piece, rng, k, start))

@@ -7,14 +7,15 @@ Where real pixels come from: image files, video files and frame folders, and the
   a photo (kept decoded in memory by `load_photo`) and flips it, so 200 photos give endless distinct puzzles.
 - Videos (train_video.py --dataset videos, sample.py --video): video files (mp4, avi, gif, ...) or folders of
   frame images, decoded with imageio, every `frame_stride`-th frame kept (the paper's temporal downsampling).
-- Splits: `train/` and `val/` (or `test/`, `validation/`) subfolders when present; a folder with only `train/`
-  gives up a fixed 5% of it (by a hash of the file name) as the test split; a flat folder is split 95/5 the same
-  way. The two splits never share a file.
+- Splits (`split_files`): train, val (training's held-out check, model selection) and test (scored once), which
+  never share a file: test/ (else val/) is the test split; val/ is the val split when test/ exists too, else a
+  fixed ~10% of train/ chosen by a hash of the file name; without a test folder a fixed ~5% of train/ (or of a
+  flat folder) is the test split.
 
     files = split_files("photos", "train", "folder", list_images, "images", IMAGE_EXTS)
     img = fit_image(Image.open(files[0]), 48, 48)                           # (48, 48, 3) in [0, 1]
     view = random_crop(load_photo(files[0], 137), 48, 48, rng)              # a fresh zoomed/flipped training view
-    clip = read_video("clip.mp4", frame_stride=2, size=64)                  # (T, 64, 64, C) in [0, 1]
+    clip = read_video("clip.mp4", frame_stride=2, size=64)                  # (L, 64, 64, C) in [0, 1]: L frames
 """
 import functools
 import hashlib
@@ -26,51 +27,60 @@ import imageio.v3 as iio
 import numpy as np
 from PIL import Image
 
-from errors import UserError
+from cli import UserError
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 VIDEO_EXTS = (".mp4", ".avi", ".gif", ".mov", ".webm", ".mkv")
 FFMPEG_EXTS = (".mp4", ".avi", ".mov", ".webm", ".mkv")  # containers imageio can only decode with ffmpeg/pyav
 FRAME_EXTS = tuple(e for e in IMAGE_EXTS if e != ".gif")  # images of a frame folder (a .gif is a video)
 TEST_FRACTION = 0.05                                       # share of a folder without a test/ subfolder held out
-EVAL_FOLDERS = ("val", "test", "validation")               # subfolder names of the test split
+VAL_FRACTION = 0.10                                        # share of train/ (or a flat folder) held out for val
+EVAL_FOLDERS = ("test", "val", "validation")               # held-out subfolders, the first found is the test split
 
 
 # ----------------------------------------------------------------------------
 # Splits
 # ----------------------------------------------------------------------------
 
-def is_held_out(path, root):
-    """True for the fixed ~5% of files (by a hash of the path under root) that form the test split."""
-    return hashlib.md5(os.path.relpath(path, root).encode()).digest()[0] / 256 < TEST_FRACTION
+def hashed_split(path, root):
+    """"test", "val" or "train": the fixed band that the hash of the path under root falls in (test [0, 5%),
+    val [5%, 15%), train the rest), so a file's split never depends on which other files exist."""
+    u = hashlib.md5(os.path.relpath(path, root).encode()).digest()[0] / 256
+    return "test" if u < TEST_FRACTION else "val" if u < TEST_FRACTION + VAL_FRACTION else "train"
 
 
 def split_files(data_dir, split, dataset, lister, what, exts):
     """
-    Files of one split ("train" or "test"), found by lister(folder). Layouts: train/ + val/ (or test/): each split
-    its folder; train/ only: the held-out 5% of train/ is the test split; val/ (or test/) only: that folder is the
-    test split and there is nothing to train on; flat: 95/5 by hash. `what` and `exts` are for the messages.
+    Files of one split ("train", "val" or "test"), found by lister(folder); the three never share a file.
+    - test: test/ (else val/ or validation/); without such a folder, the hashed 5% of train/ (or of a flat folder).
+    - val: val/ (or validation/) when the folder also has test/; otherwise the hashed 10% of train/ (or of a flat
+      folder) next to the test band, so training's held-out check never reads the test split.
+    - train: train/ (or the flat folder) without the bands held out above.
+    `what` and `exts` are for the messages.
     """
     if not data_dir:
         raise UserError(f"--dataset {dataset} needs --data-dir pointing at a folder of {what}")
     if not os.path.isdir(data_dir):
         raise UserError(f"--data-dir {data_dir} does not exist or is not a folder; pass a folder of {what}")
     train_dir = os.path.join(data_dir, "train")
-    evals = [os.path.join(data_dir, n) for n in EVAL_FOLDERS if os.path.isdir(os.path.join(data_dir, n))]
+    evals = [n for n in EVAL_FOLDERS if os.path.isdir(os.path.join(data_dir, n))]
     has_train = os.path.isdir(train_dir)
-    if evals and split == "test":
-        files = lister(evals[0])
-    elif evals and has_train:
-        files = lister(train_dir)
-    elif evals:
-        raise UserError(f"--data-dir {data_dir} has {os.path.basename(evals[0])}/ but no train/ folder; add "
-                        f"train/ with the training {what} (the test {what} are never trained on)")
-    else:                                                  # carve a disjoint test split out of train/ or the folder
+    if evals and not has_train:
+        raise UserError(f"--data-dir {data_dir} has {evals[0]}/ but no train/ folder; add train/ with the training "
+                        f"{what} (the test {what} are never trained on)")
+    val_dir = "test" in evals and len(evals) > 1               # test/ and val/ (or validation/): val is a folder
+    if split == "test" and evals:
+        files = lister(os.path.join(data_dir, evals[0]))
+    elif split == "val" and val_dir:
+        files = lister(os.path.join(data_dir, evals[1]))
+    else:                                                      # bands of train/ (or of the flat folder) by hash
         root = train_dir if has_train else data_dir
-        files = [f for f in lister(root) if is_held_out(f, root) == (split == "test")]
-    if not files and split == "test" and not evals and lister(train_dir if has_train else data_dir):
-        raise UserError(f"--data-dir {data_dir} has too few {what} for its automatic 5% test split (none fell in "
-                        f"it); add a test/ subfolder with a few {what}")
+        held_out = set() if val_dir else {"val"} if evals else {"val", "test"}   # bands not kept for training
+        files = [f for f in lister(root) if (hashed_split(f, root) == split
+                                             or split == "train" and hashed_split(f, root) not in held_out)]
+    if not files and split != "train" and lister(train_dir if has_train else data_dir):
+        raise UserError(f"--data-dir {data_dir} has too few {what} for its automatic {split} split (none fell in "
+                        f"it); add a {split}/ subfolder with a few {what}")
     if not files:
         raise UserError(f"--data-dir {data_dir} holds no {split} {what} ({', '.join(exts)}); check the path")
     return files
@@ -164,7 +174,7 @@ def _resize(frame, size):
 
 
 def fit_channels(frames, channels):
-    """(T, H, W, C) -> (T, H, W, channels): grey -> RGB by repeating, RGB -> grey by averaging."""
+    """(L, H, W, C) -> (L, H, W, channels): grey -> RGB by repeating, RGB -> grey by averaging."""
     if frames.shape[-1] == channels:
         return frames
     if channels == 1:
@@ -179,18 +189,18 @@ def require_backend(path):
                         "pip install imageio-ffmpeg")
 
 
-def read_video(path, frame_stride=1, size=None, max_frames=None):
+def read_video(path, frame_stride=1, size=None):
     """
     Frames of a video file (mp4/avi/gif/...) or of a folder of frame images (sorted by name), as float32
-    (T, H, W, C) in [0, 1] with C = 1 (grayscale images) or 3. Keeps every `frame_stride`-th frame (the paper's
-    temporal downsampling), at most `max_frames` of them, resized to size x size when `size` is given.
+    (L, H, W, C) in [0, 1] with C = 1 (grayscale images) or 3. Keeps every `frame_stride`-th frame (the paper's
+    temporal downsampling), resized to size x size when `size` is given.
     """
     path = os.fspath(path)
     frames = []
     if os.path.isdir(path):
         names = sorted((f for f in os.listdir(path) if f.lower().endswith(FRAME_EXTS)), key=_natural_key)
         try:
-            for name in names[::frame_stride][:max_frames]:
+            for name in names[::frame_stride]:
                 with Image.open(os.path.join(path, name)) as img:
                     img = img.convert("L" if img.mode in ("1", "L", "LA", "I", "I;16") else "RGB")
                     frames.append(_to_float_frame(np.asarray(img)))
@@ -201,8 +211,6 @@ def read_video(path, frame_stride=1, size=None, max_frames=None):
         plugin = "pillow" if path.lower().endswith(".gif") else None
         try:
             for i, frame in enumerate(iio.imiter(path, plugin=plugin)):
-                if max_frames is not None and len(frames) >= max_frames:
-                    break
                 if i % frame_stride == 0:
                     frames.append(_to_float_frame(frame))
         except Exception:                                      # decoders raise many kinds of errors on bad files
@@ -216,7 +224,7 @@ def read_video(path, frame_stride=1, size=None, max_frames=None):
         frames = [_resize(f, size) for f in frames]
     if len({f.shape for f in frames}) > 1:
         raise UserError(f"frames of {path} differ in size or channels; pass --size to resize them")
-    return np.stack(frames)                                    # (T, H, W, C)
+    return np.stack(frames)                                    # (L, H, W, C)
 
 
 def list_videos(root):

@@ -16,7 +16,6 @@ import functools
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-
 # ----------------------------------------------------------------------------
 # Images: "shapes"
 # ----------------------------------------------------------------------------

@@ -15,30 +15,29 @@ autoencoder (256x256x3 frames -> 32x32x4 latents, `--vae`).
         --frames-per-piece 4 --vae /models/sd-vae --model paper --device cuda   # latent diffusion
     torchrun --standalone --nproc_per_node=8 train_video.py --dataset videos --data-dir ... --model paper
 
-Writes OUT/ckpt.pt ({config, model, ema, opt, step}) and OUT/log.txt; --resume OUT/ckpt.pt continues exactly.
+Writes OUT/ckpt.pt ({config, model, ema, opt, scaler, step}) and OUT/log.txt; --resume OUT/ckpt.pt continues exactly.
 Solve test puzzles, order your own clip or raise a video's frame rate with sample.py --ckpt OUT/ckpt.pt.
 """
 import argparse
 import os
-from dataclasses import asdict, replace
+from dataclasses import replace
 
-import torch
-
+from cli import UserError, run_cli
+from config import Config, TrainConfig, VideoConfig
 from diffusion import PREDICTIONS
-from errors import UserError, run_cli
-from jpdvt import build_model
-from puzzles import ENDLESS, VIDEO_DATASETS, VideoPuzzles, check_video, collate
-from training import add_train_flags, loss_weight, resume_args, train
+from puzzles import ENDLESS, VIDEO_DATASETS, collate
+from training import add_train_flags, start_run, train, train_config
 from unet3d import CONFIGS
-from vae import VAE_FACTOR, VaeCodec
+from vae import VAE_FACTOR, load_codec
 
 # frame side when --size is left out
 DATASET_SIZES = {"digits": 32, "movingmnist": 64, "videos": 64}
+DEFAULTS = TrainConfig(batch_size=16, lr=1e-3, max_steps=300, ckpt_every=100, eval_every=100, eval_puzzles=32,
+                       weight_code=0.2, weight_content=0.8)
 
 
-def check_settings(args):
-    """Validate puzzle flags; returns the frame size. Raises UserError with a one-line fix."""
-    check_video(args.pieces, args.frames_per_piece, args.missing, args.frame_stride)
+def puzzle_config(args):
+    """The VideoConfig of the puzzle flags, validated (a UserError with a one-line fix)."""
     if args.curriculum and not (2 <= args.curriculum[0] <= args.pieces and args.curriculum[1] >= 1):
         raise UserError(f"--curriculum FIRST STEPS needs 2 <= FIRST <= --pieces ({args.pieces}) and STEPS >= 1, "
                         f"got {args.curriculum[0]} {args.curriculum[1]}")
@@ -48,38 +47,35 @@ def check_settings(args):
     if size < 8 or size % factor:
         raise UserError(f"--size must be at least 8 and a multiple of {factor} for --model {args.model}"
                         f"{' with --vae' if args.vae else ''}, got {size}")
-    return size
+    curriculum = None
+    if args.curriculum:          # (first pieces, steps, stream positions per step: batch x processes, kept on resume)
+        curriculum = (*args.curriculum, args.batch_size * int(os.environ.get("WORLD_SIZE", 1)))
+    puzzle = VideoConfig(dataset=args.dataset, data_dir=args.data_dir, pieces=args.pieces,
+                         frames_per_piece=args.frames_per_piece, size=size,
+                         channels=3 if args.vae or args.dataset == "videos" else 1, frame_stride=args.frame_stride,
+                         missing=args.missing, vae=args.vae, curriculum=curriculum)
+    puzzle.check()
+    return puzzle
 
 
-# ----------------------------------------------------------------------------
-# Training
-# ----------------------------------------------------------------------------
+def make_config(args):
+    puzzle = puzzle_config(args)
+    channels = load_codec(args.vae).channels if args.vae else puzzle.channels     # what the U-Net diffuses
+    model = replace(CONFIGS[args.model], in_channels=channels, frames_per_piece=args.frames_per_piece)
+    return Config(puzzle=puzzle, model=model, train=train_config(args), prediction=args.prediction)
+
 
 def main(args):
-    ckpt = resume_args(args, "video", get_parser())
-    size = check_settings(args)
-    channels = 3 if args.vae or args.dataset == "videos" else 1          # pixel channels of the frames
-    codec = VaeCodec(args.vae) if args.vae else None
-    mcfg = replace(CONFIGS[args.model], in_channels=codec.channels if codec else channels,
-                   frames_per_piece=args.frames_per_piece)
-    config = {"kind": "video", "model": asdict(mcfg), "model_name": args.model, "dataset": args.dataset,
-              "pieces": args.pieces, "frames_per_piece": args.frames_per_piece, "missing": args.missing,
-              "frame_stride": args.frame_stride, "size": size, "channels": channels, "vae": args.vae,
-              "anchor": True, "prediction": args.prediction, "args": vars(args)}
-    torch.manual_seed(args.seed)                 # initial weights: the same on every rank and every rerun
-    model, diffusion = build_model(config)
-    data = dict(pieces=args.pieces, frames_per_piece=args.frames_per_piece, size=size, channels=channels,
-                missing=args.missing, frame_stride=args.frame_stride, seed=args.seed, data_dir=args.data_dir)
-    curriculum = None
-    if args.curriculum:                        # (first pieces, steps, stream positions per step)
-        curriculum = (args.curriculum[0], args.curriculum[1], args.batch_size * int(os.environ.get("WORLD_SIZE", 1)))
-    train_set = VideoPuzzles(args.dataset, "train", **data, curriculum=curriculum)
-    if curriculum and len(train_set) < ENDLESS:
+    config, ckpt = start_run(args, get_parser(), "video", make_config)
+    codec = load_codec(config.puzzle.vae) if config.puzzle.vae else None
+    seed = config.train.seed
+    train_set = config.puzzle.puzzles("train", seed)
+    if config.puzzle.curriculum and len(train_set) < ENDLESS:
         raise UserError("--curriculum needs an endless training stream (--dataset digits, or movingmnist from the "
                         "MNIST IDX files); drop it for a fixed set of videos")
-    test_set = VideoPuzzles(args.dataset, "test", **data)
-    eval_batch = collate([test_set[i] for i in range(min(args.eval_puzzles, len(test_set)))])
-    train(args, config, model, diffusion, train_set, eval_batch, ckpt, codec.encode_batch if codec else None)
+    held_out = config.puzzle.puzzles("val", seed)                # model selection: never the test split
+    eval_batch = collate([held_out[i] for i in range(min(config.train.eval_puzzles, len(held_out)))])
+    train(config, train_set, eval_batch, args, ckpt, codec.encode_batch if codec else None)
 
 
 def get_parser():
@@ -104,15 +100,10 @@ def get_parser():
     p.add_argument("--model", default="tiny", choices=CONFIGS, help="U-Net size (paper = the paper's)")
     p.add_argument("--prediction", default="x0", choices=PREDICTIONS,
                    help="network target: x0 (learns faster, see BENCHMARKS.md) or eps (paper)")
-    p.add_argument("--weight-content", type=loss_weight, default=0.8,
-                   help="loss weight of missing frames (paper 0.8)")
-    p.add_argument("--weight-pos", type=loss_weight, default=0.2,
-                   help="loss weight of the positional codes (paper 0.2)")
     p.add_argument("--vae", default=None,
                    help="diffuse in the latent space of the Stable-Diffusion-style autoencoder in this local folder "
                         "(diffusers AutoencoderKL; needs pip install diffusers)")
-    add_train_flags(p, lr=1e-3)
-    p.set_defaults(batch_size=16, max_steps=300, ckpt_every=100, eval_every=100, eval_puzzles=32)
+    add_train_flags(p, DEFAULTS)
     return p
 
 

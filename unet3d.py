@@ -9,21 +9,21 @@ Table "Hyperparameters in the downsampling blocks": a Make-A-Video style U-Net (
 so that the model is equivariant to a permutation of the (shuffled) pieces: the pieces' order is carried only by
 their noisy 16-d positional codes, which an MLP turns into extra input channels concatenated to the frames.
 
-A puzzle of N pieces of F frames is processed as one video of T = N*F frames. Besides the frames, every frame
+A puzzle of N pieces of F frames is processed as one video of L = N*F frames. Besides the frames, every frame
 gets a conditioning vector = timestep embedding + positional-code embedding + "missing piece" embedding +
 "anchored piece" embedding (its code is given clean) + frame-in-piece embedding (index 0..F-1 inside its piece,
 the same for every piece, so the piece equivariance holds). It scales/shifts the features of every resnet block.
 Two heads: frames -> a conv back to C channels per frame; positional codes -> one token per piece (the feature
 layout and pooled pixels of its first and last frames, its noisy code) -> a small transformer over the set of
-pieces -> pos_dim. Reading the pieces' ends directly is a deviation from the paper's description, made because a
+pieces -> code_dim. Reading the pieces' ends directly is a deviation from the paper's description, made because a
 head on mean-pooled features stayed at chance in short CPU runs (see BENCHMARKS.md).
 Both heads are zero-initialised, so an untrained model outputs zeros. For CPU-sized pixel models, `patch_size`
 > 1 adds a lossless space-to-depth stem (pixel_unshuffle in, pixel_shuffle out), so the U-Net starts at H/p x W/p
 like the paper's latent models (the paper config works on 32x32x4 latents with patch_size 1).
 
     model = UNet3D(CONFIGS["tiny"])
-    pos_out, content_out = model(pos, content, t, missing, anchor)
-    # pos (B, N, 16), content (B, N, F, C, H, W), t (B,) long, missing, anchor (B, N) bool (anchor may be None)
+    code_out, content_out = model(code, content, t, missing, anchor)
+    # code (B, N, 16), content (B, N, F, C, H, W), t (B,) long, missing, anchor (B, N) bool (anchor may be None)
     #  -> (B, N, 16), (B, N, F, C, H, W): eps or x0, whichever the diffusion is trained to predict
 """
 from dataclasses import dataclass
@@ -33,7 +33,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from dit import Attention, DiTBlock, TimestepEmbedder
-
 
 # ----------------------------------------------------------------------------- config
 
@@ -46,8 +45,8 @@ class UNetConfig:
     head_dim: int = 64
     in_channels: int = 4                   # frame channels: 1 digits, 3 RGB, 4 VAE latents
     frames_per_piece: int = 1
-    pos_dim: int = 16                      # size of the 1D positional code (posenc.sequence_table)
-    pos_channels: int = 4                  # channels of the positional-code map concatenated to every frame
+    code_dim: int = 16                      # size of the 1D positional code (posenc.sequence_table)
+    code_channels: int = 4                  # channels of the positional-code map concatenated to every frame
     patch_size: int = 1                    # >1: space-to-depth stem (p x p pixels -> p*p channels) and back
     norm_groups: int = 32                  # GroupNorm groups (must divide every width)
     head_hidden: int = 128                 # width of the transformer over pieces that reads out positional codes
@@ -64,7 +63,7 @@ CONFIGS = {
     # attention at 4x4 and 2x2 (and the middle block). Forward+backward of a batch of 16 puzzles x 5 pieces x
     # 4 frames (320 frames), torch 2.13, 1 thread: 0.44 s (2x2 stem: 1.14 s); about 2.3 training steps/s.
     "tiny": UNetConfig(channels=(16, 32, 64), layers_per_block=1, attn_levels=(1, 2), heads=2, head_dim=16,
-                       in_channels=1, frames_per_piece=4, pos_channels=4, patch_size=4, norm_groups=8),
+                       in_channels=1, frames_per_piece=4, code_channels=4, patch_size=4, norm_groups=8),
 }
 
 
@@ -75,8 +74,8 @@ def mlp(d_in, d_hidden, d_out):
 
 
 # ----------------------------------------------------------------------------- P-3D building blocks
-# Every block below sees frames as a batch of images x: ((B T), C, H, W), and a per-frame conditioning
-# vector emb: ((B T), D). Only the temporal attention regroups frames by puzzle, which needs T.
+# Every block below sees frames as a batch of images x: ((B L), C, H, W), and a per-frame conditioning
+# vector emb: ((B L), D). Only the temporal attention regroups frames by puzzle, which needs L.
 
 class ResBlock(nn.Module):
     """GroupNorm-SiLU-Conv2d twice, with the frame's conditioning as a scale/shift between the two convs."""
@@ -90,17 +89,17 @@ class ResBlock(nn.Module):
         self.conv2 = nn.Conv2d(c_out, c_out, 3, padding=1)  # zero-init: the block starts as the identity
         self.skip = nn.Conv2d(c_in, c_out, 1) if c_in != c_out else nn.Identity()
 
-    def forward(self, x, emb):                                 # x ((B T), c_in, H, W), emb ((B T), D)
+    def forward(self, x, emb):                                 # x ((B L), c_in, H, W), emb ((B L), D)
         h = self.conv1(F.silu(self.norm1(x)))
         scale, shift = self.emb(emb)[:, :, None, None].chunk(2, dim=1)
         h = self.norm2(h) * (1 + scale) + shift
         h = self.conv2(F.silu(h))
-        return self.skip(x) + h                                # ((B T), c_out, H, W)
+        return self.skip(x) + h                                # ((B L), c_out, H, W)
 
 
 class Attention2Plus1D(nn.Module):
     """
-    Pseudo-3D attention: spatial over the H*W pixels of each frame, then temporal over the T frames per pixel
+    Pseudo-3D attention: spatial over the H*W pixels of each frame, then temporal over the L frames per pixel
     (dit.Attention, no position embedding: the frames form a set). Each output projection starts at zero.
     """
 
@@ -111,15 +110,15 @@ class Attention2Plus1D(nn.Module):
         self.norm_t = nn.GroupNorm(groups, channels)
         self.temporal = Attention(channels, heads, head_dim)
 
-    def forward(self, x, frames):                              # x ((B T), C, H, W), frames = T
+    def forward(self, x, frames):                              # x ((B L), C, H, W), frames = L
         bt, c, h, w = x.shape
-        # spatial: (b t) c h w -> (b t) (h w) c
+        # spatial: (b l) c h w -> (b l) (h w) c
         s = self.norm_s(x).flatten(2).transpose(1, 2)
         x = x + self.spatial(s).transpose(1, 2).reshape(bt, c, h, w)
-        # temporal: (b t) c h w -> (b h w) t c   (no temporal position embedding: frames form a set)
+        # temporal: (b l) c h w -> (b h w) l c   (no temporal position embedding: frames form a set)
         tk = self.norm_t(x).reshape(bt // frames, frames, c, h * w).permute(0, 3, 1, 2).reshape(-1, frames, c)
-        out = self.temporal(tk)                                # ((B h w), T, C)
-        # (b h w) t c -> (b t) c h w
+        out = self.temporal(tk)                                # ((B h w), L, C)
+        # (b h w) l c -> (b l) c h w
         out = out.reshape(bt // frames, h * w, frames, c).permute(0, 2, 3, 1).reshape(bt, c, h, w)
         return x + out
 
@@ -181,14 +180,14 @@ class UNet3D(nn.Module):
         self.missing_embed = nn.Embedding(2, emb_dim)
         self.anchor_embed = nn.Embedding(2, emb_dim)
         self.frame_embed = nn.Parameter(torch.zeros(cfg.frames_per_piece, emb_dim))
-        # positional code of each piece -> pos_channels, broadcast over H x W and concatenated to its frames
-        self.pos_mlp = mlp(cfg.pos_dim, emb_dim, cfg.pos_channels)
+        # positional code of each piece -> code_channels, broadcast over H x W and concatenated to its frames
+        self.code_map = mlp(cfg.code_dim, emb_dim, cfg.code_channels)
         # ... and into every resnet block's conditioning, so attention can read a piece's code from its features
-        self.pos_embed = mlp(cfg.pos_dim, emb_dim, emb_dim)
+        self.code_embed = mlp(cfg.code_dim, emb_dim, emb_dim)
 
         # encoder
         p2 = cfg.patch_size ** 2
-        self.conv_in = nn.Conv2d(p2 * (cfg.in_channels + cfg.pos_channels), ch[0], 3, padding=1)
+        self.conv_in = nn.Conv2d(p2 * (cfg.in_channels + cfg.code_channels), ch[0], 3, padding=1)
         self.down = nn.ModuleList([Level(ch[i], ch[i], cfg.layers_per_block, emb_dim, cfg, i in cfg.attn_levels)
                                    for i in range(self.levels)])
         self.downsample = nn.ModuleList([Downsample(ch[i], ch[i + 1]) for i in range(self.levels - 1)])
@@ -210,12 +209,12 @@ class UNet3D(nn.Module):
         # transformer over the set of pieces (adaLN on the timestep, no position embedding) of DiT blocks
         d = cfg.head_hidden
         end_dim = cfg.layout_channels * cfg.layout_pool ** 2 + cfg.in_channels * cfg.pixel_pool ** 2
-        self.pos_reduce = nn.Conv2d(ch[0], cfg.layout_channels, 1)
-        self.pos_in = nn.Linear(2 * end_dim + cfg.pos_dim, d)
-        self.pos_cond = nn.Linear(emb_dim, d)
+        self.code_reduce = nn.Conv2d(ch[0], cfg.layout_channels, 1)
+        self.code_in = nn.Linear(2 * end_dim + cfg.code_dim, d)
+        self.code_cond = nn.Linear(emb_dim, d)
         self.head_time = nn.Linear(emb_dim, d)
         self.piece_blocks = nn.ModuleList([DiTBlock(d, cfg.head_heads, 2 * d) for _ in range(cfg.head_depth)])
-        self.pos_out = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, cfg.pos_dim))
+        self.code_out = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, cfg.code_dim))
         self.initialize_weights()
 
     def initialize_weights(self):
@@ -228,7 +227,7 @@ class UNet3D(nn.Module):
         nn.init.normal_(self.missing_embed.weight, std=0.02)
         nn.init.normal_(self.anchor_embed.weight, std=0.02)
         nn.init.normal_(self.frame_embed, std=0.02)
-        zero = [self.content_out[-1], self.pos_out[-1]]
+        zero = [self.content_out[-1], self.code_out[-1]]
         zero += [m.conv2 for m in self.modules() if isinstance(m, ResBlock)]
         zero += [a.proj for m in self.modules() if isinstance(m, Attention2Plus1D) for a in (m.spatial, m.temporal)]
         for blk in self.piece_blocks:                              # adaLN-Zero, as in dit.py
@@ -238,7 +237,7 @@ class UNet3D(nn.Module):
             nn.init.zeros_(layer.weight)
             nn.init.zeros_(layer.bias)
 
-    def forward(self, pos, content, t, missing, anchor=None):
+    def forward(self, code, content, t, missing, anchor=None):
         cfg = self.config
         b, n, f, c, h, w = content.shape
         factor = cfg.patch_size * 2 ** (self.levels - 1)
@@ -255,16 +254,16 @@ class UNet3D(nn.Module):
             anchor = torch.zeros_like(missing)
         temb = self.t_embed(t)                                                  # (B, D)
         emb = (temb[:, None]                                                    # (B, 1, D)
-               + self.pos_embed(pos)
+               + self.code_embed(code)
                + self.missing_embed(missing.long())
                + self.anchor_embed(anchor.long()))                              # (B, N, D) piece embedding
         frame_emb = (emb[:, :, None] + self.frame_embed).reshape(b * frames, -1)  # b n f d -> (b n f) d
 
         # ---- input: frames + positional-code map
-        pos_map = self.pos_mlp(pos)[:, :, None, :, None, None].expand(b, n, f, cfg.pos_channels, h, w)
-        x = torch.cat([content, pos_map.to(content.dtype)], dim=3)              # (B, N, F, C + Cp, H, W)
-        x = x.reshape(b * frames, c + cfg.pos_channels, h, w)                   # b n f c h w -> (b n f) c h w
-        x = self.conv_in(F.pixel_unshuffle(x, cfg.patch_size))  # (b t) c (h p) (w p) -> (b t) (c p p) h w
+        code_map = self.code_map(code)[:, :, None, :, None, None].expand(b, n, f, cfg.code_channels, h, w)
+        x = torch.cat([content, code_map.to(content.dtype)], dim=3)              # (B, N, F, C + Cp, H, W)
+        x = x.reshape(b * frames, c + cfg.code_channels, h, w)                   # b n f c h w -> (b n f) c h w
+        x = self.conv_in(F.pixel_unshuffle(x, cfg.patch_size))  # (b l) c (h p) (w p) -> (b l) (c p p) h w
 
         # ---- U-Net
         skips = []
@@ -273,7 +272,7 @@ class UNet3D(nn.Module):
             skips.append(x)
             if i < self.levels - 1:
                 x = self.downsample[i](x)
-        mid = self.mid_res2(self.mid_attn(self.mid_res1(x, frame_emb), frames), frame_emb)  # ((B T), C_last, h', w')
+        mid = self.mid_res2(self.mid_attn(self.mid_res1(x, frame_emb), frames), frame_emb)  # ((B L), C_last, h', w')
         x = mid
         for i in reversed(range(self.levels)):
             x = self.up[i](torch.cat([x, skips[i]], dim=1), frame_emb, frames)
@@ -281,16 +280,16 @@ class UNet3D(nn.Module):
                 x = self.upsample[i - 1](x)
 
         # ---- heads
-        content_out = F.pixel_shuffle(self.content_out(x), cfg.patch_size)  # (b t) (c p p) h w -> (b t) c (h p) (w p)
+        content_out = F.pixel_shuffle(self.content_out(x), cfg.patch_size)  # (b l) (c p p) h w -> (b l) c (h p) (w p)
         content_out = content_out.reshape(b, n, f, c, h, w)                     # (b n f) c h w -> b n f c h w
 
         # (b n f) c h w -> b n f (c l l): the layout of every frame's features and its pooled pixels
-        layout = F.adaptive_avg_pool2d(self.pos_reduce(x), cfg.layout_pool).reshape(b, n, f, -1)
+        layout = F.adaptive_avg_pool2d(self.code_reduce(x), cfg.layout_pool).reshape(b, n, f, -1)
         pixels = F.adaptive_avg_pool2d(content.reshape(b * frames, c, h, w), cfg.pixel_pool).reshape(b, n, f, -1)
-        ends = torch.cat([layout[:, :, 0], pixels[:, :, 0], layout[:, :, -1], pixels[:, :, -1], pos.to(x.dtype)],
-                         dim=-1)                                                   # (B, N, 2 end_dim + pos_dim)
-        tokens = self.pos_in(ends) + self.pos_cond(F.silu(emb))                    # (B, N, D) piece tokens
+        ends = torch.cat([layout[:, :, 0], pixels[:, :, 0], layout[:, :, -1], pixels[:, :, -1], code.to(x.dtype)],
+                         dim=-1)                                                   # (B, N, 2 end_dim + code_dim)
+        tokens = self.code_in(ends) + self.code_cond(F.silu(emb))                    # (B, N, D) piece tokens
         cond = self.head_time(F.silu(temb))                                        # (B, D)
         for blk in self.piece_blocks:
             tokens = blk(tokens, cond)                                             # attention across pieces
-        return self.pos_out(tokens), content_out                                  # (B, N, pos_dim), frames
+        return self.code_out(tokens), content_out                                  # (B, N, code_dim), frames

@@ -6,15 +6,16 @@ autoencoder (256x256x3 frames -> 32x32x4 latents, scaled by 0.18215 to about uni
 in pixels. The autoencoder is a diffusers `AutoencoderKL` read from a local folder (config.json + weights); the
 diffusers package is optional and only needed with --vae.
 
-    codec = VaeCodec("/models/sd-vae")
+    codec = load_codec("/models/sd-vae")          # VaeCodec, loaded once per process
     latents = codec.encode(frames)      # (..., 3, 256, 256) in [-1, 1] -> (..., 4, 32, 32), not clipped
     frames = codec.decode(latents)      # back to pixels, for pictures
 """
+import functools
 import os
 
 import torch
 
-from errors import UserError
+from cli import UserError
 
 # the Stable Diffusion autoencoder: 8x smaller frames; its latents are scaled to about unit variance by the
 # config's scaling_factor (0.18215 for SD 1.x/2.x, the default when a config has none)
@@ -67,3 +68,9 @@ class VaeCodec:
     def encode_batch(self, batch):
         """The puzzle batch with its frames replaced by latents."""
         return {**batch, "content": self.encode(batch["content"])}
+
+
+@functools.lru_cache(maxsize=2)
+def load_codec(folder):
+    """The VaeCodec of `folder`, loaded once per process (train_video.py needs its channels, then the codec)."""
+    return VaeCodec(folder)

@@ -1,0 +1,77 @@
+"""
+What the scripts (train_image.py, train_video.py, sample.py) share on the command line: clean errors and argparse
+types.
+
+A wrong flag, a missing file or an unreadable dataset raises `UserError` with one sentence that names the flag or
+file and says what to do; `run_cli` turns it into one `error: ...` line and exit code 2, never a traceback.
+"""
+import argparse
+import math
+import re
+import sys
+
+import torch
+
+
+class UserError(ValueError):
+    """A user-facing problem with settings or data; the message is one sentence saying what to do."""
+
+
+def die(msg):
+    """Print one clear line and exit non-zero (no traceback): for user mistakes."""
+    print(f"error: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def run_cli(main, args):
+    """Run main(args), turning user errors (UserError, missing files) into one line and exit code 2."""
+    try:
+        main(args)
+    except (UserError, FileNotFoundError) as e:
+        die(str(e))
+    except KeyboardInterrupt:
+        die("interrupted")
+
+
+# ----------------------------------------------------------------------------
+# Argparse types (argparse names the flag in its error)
+# ----------------------------------------------------------------------------
+
+def positive(text):
+    """argparse type: an int >= 1."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
+def finite_float(allow_zero):
+    """argparse type: a finite number above 0 (or at least 0 with allow_zero)."""
+    def parse(text):
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+        if not (math.isfinite(v) and (v >= 0 if allow_zero else v > 0)):
+            raise argparse.ArgumentTypeError(f"must be a finite number {'of at least' if allow_zero else 'above'} 0, "
+                                             f"got {text}")
+        return v
+    return parse
+
+
+positive_float = finite_float(allow_zero=False)   # e.g. --lr
+loss_weight = finite_float(allow_zero=True)       # --weight-code, --weight-content
+
+
+def resolve_device(device_arg):
+    """--device auto|cpu|cuda|cuda:N -> torch.device ("auto": the GPU when there is one)."""
+    if device_arg == "auto":
+        device_arg = "cuda" if torch.cuda.is_available() else "cpu"
+    if device_arg != "cpu" and not re.fullmatch(r"cuda(:\d+)?", device_arg):
+        raise UserError(f"--device must be auto, cpu, cuda or cuda:N, got {device_arg!r}")
+    if device_arg.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError("--device cuda was asked for but no CUDA GPU is available; use --device cpu")
+    return torch.device(device_arg)
