@@ -16,6 +16,7 @@ q(L_t, E^m_t | L_0, E^m_0, E^g) and p(L_{t-1}, E^m_{t-1} | L_t, E^m_t, E^g).
     diffusion = GaussianDiffusion(1000, prediction="x0")
     losses = diffusion.training_losses(model_fn, x0_parts, masks, weights={"code": 0.2, "content": 0.8})
     parts = diffusion.sample(model_fn, given, masks, steps=50, sampler="ddpm")
+    parts = diffusion.sample(model_fn, given, masks, steps=50, callback=lambda i, x, x0: codes.append(x0["code"]))
 """
 import numpy as np
 import torch
@@ -138,12 +139,16 @@ class GaussianDiffusion:
         return ts[::-1].tolist()
 
     @torch.no_grad()
-    def sample(self, model_fn, given, masks, steps=None, sampler="ddpm", generator=None, unclipped=()):
+    def sample(self, model_fn, given, masks, steps=None, sampler="ddpm", generator=None, unclipped=(), callback=None):
         """
         Generate every masked entry. given: {name: tensor} with given entries filled in (masked entries are
         ignored); masks as in training_losses. Predicted x0 is clipped to [-1, 1] (the range of codes and pixels)
         except for the parts named in `unclipped` (autoencoder latents). Returns {name: x0} with given entries
         exactly as passed.
+        callback(i, x, x0), if given, is called after step i (0 .. len(timesteps(steps)) - 1) with the new state x
+        ({name: x_{t_prev}}, the result itself after the last step) and the step's prediction x0 ({name: x0_hat}),
+        both with given entries as passed. It must not change them in place; it draws nothing from `generator`, so
+        the result is the same with or without it (for pictures: sampling animations).
         """
         if sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {sorted(SAMPLERS)}, got {sampler!r}")
@@ -159,7 +164,7 @@ class GaussianDiffusion:
         for i, step in enumerate(ts):
             t = torch.full((b,), step, device=device, dtype=torch.long)
             t_prev = torch.full((b,), ts[i + 1] if i + 1 < len(ts) else -1, device=device, dtype=torch.long)
-            out = model_fn(x, t)
+            out, pred = model_fn(x, t), {}
             for k, v in x.items():
                 x0, eps = self.predict_x0_eps(v, t, out[k], clip=k not in unclipped)
                 if sampler == "ddim":
@@ -167,4 +172,8 @@ class GaussianDiffusion:
                 else:
                     new = self.p_sample(v, x0, t, t_prev, randn(v))
                 x[k] = m[k] * new + (1 - m[k]) * given[k]
+                if callback is not None:
+                    pred[k] = m[k] * x0 + (1 - m[k]) * given[k]
+            if callback is not None:
+                callback(i, dict(x), pred)
         return x

@@ -66,14 +66,16 @@ def puzzle_loss(model, diffusion, batch, table, anchored, weights):
 # ----------------------------------------------------------------------------
 
 @torch.no_grad()
-def solve(model, diffusion, batch, table, opts, anchored, generator=None, known=None, latents=False):
+def solve(model, diffusion, batch, table, opts, anchored, generator=None, known=None, latents=False, callback=None):
     """
     Returns (positions (B, N) int array: predicted position of each piece, content with missing pieces generated).
     known: (B, N) bool of pieces whose true code is given (default: the anchor); all True generates only the
     missing content at known positions (temporal super-resolution). latents: the content is autoencoder latents
     (about unit variance), so its predictions are not clipped to [-1, 1] like codes and pixels are.
     With opts.samples = K, K independent samples of the codes are assigned on their mean distance to each true code
-    (a small ensemble; the content returned is the first sample's).
+    (a small ensemble; the content returned is the first sample's). callback(i, x, x0): called after every sampling
+    step of the first sample with the state and predicted x0, {"code": (B, N, D), "content": (B, N, ...)}
+    (GaussianDiffusion.sample; sample.py --animate draws them); it changes no result.
     """
     known = known_codes(batch, anchored) if known is None else known
     keep = ~batch["missing"]
@@ -82,9 +84,9 @@ def solve(model, diffusion, batch, table, opts, anchored, generator=None, known=
     masks = {"code": ~known, "content": batch["missing"]}
     fn, b = model_fn(model, batch["missing"], known), len(content)
     cost, generated = 0, None
-    for _ in range(opts.samples):
+    for s in range(opts.samples):
         out = diffusion.sample(fn, given, masks, opts.steps, opts.sampler, generator,
-                               unclipped=("content",) if latents else ())
+                               unclipped=("content",) if latents else (), callback=callback if s == 0 else None)
         cost = cost + torch.cdist(out["code"].float(), table[None].float().expand(b, -1, -1))  # (B, N, positions)
         generated = out["content"] if generated is None else generated
     positions = np.stack([assign(c, opts.assign) for c in cost.cpu()])                      # (B, N)

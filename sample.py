@@ -7,14 +7,18 @@ is rebuilt from the checkpoint; the EMA weights are used. Image checkpoints repo
 accuracy over the pieces the model had to place; video checkpoints report the mean normalized Kendall distance
 and the fraction of clips fully ordered, strict and with generated pieces compared as a set (jpdvt.COUNTED says
 what each counts). Video checkpoints can also fill in pieces between given ones (supplement, "Downstream Task:
-Temporal Super-resolution").
+Temporal Super-resolution"). --animate writes a GIF of the sampling itself (animate.py): the pieces gliding
+from random codes into their cells, missing pieces forming from noise.
 
     python sample.py --ckpt checkpoints/image-shapes-3x3.pt                 # metrics.json + examples.png
     python sample.py --ckpt out/run/ckpt.pt --missing 2 --sampler ddim --steps 25      # deterministic
     python sample.py --ckpt out/run/ckpt.pt --dataset folder --data-dir ~/photos
     python sample.py --ckpt checkpoints/image-shapes-3x3.pt --image photo.jpg
+    python sample.py --ckpt checkpoints/image-photos-3x3-gap.pt --image photo.jpg --missing 2 --animate
+    python sample.py --ckpt checkpoints/image-shapes-3x3.pt --num-puzzles 1 --animate       # + solving.gif
     python sample.py --ckpt out/video/ckpt.pt                              # metrics.json + examples.gif
     python sample.py --ckpt out/video/ckpt.pt --video clip.mp4             # order your own clip
+    python sample.py --ckpt out/video/ckpt.pt --video clip.mp4 --animate   # + clip_solving.gif
     python sample.py --ckpt out/video/ckpt.pt --superres 1                 # 1 generated piece between given ones
 """
 import argparse
@@ -28,12 +32,13 @@ import torch
 from PIL import Image
 from tqdm import tqdm
 
+from animate import THUMB, Recorder, enlarge, puzzle_gif, solving_gif
 from checkpoint import load_checkpoint
 from cli import UserError, positive, resolve_device, run_cli
 from diffusion import SAMPLERS, GaussianDiffusion
 from jpdvt import SampleOptions, solve
 from metrics import ASSIGNERS
-from pictures import save_png, stack, video_row, write_rows
+from pictures import mark_cells, save_png, stack, video_row, write_rows
 from puzzles import (
     DATASETS,
     VIDEO_DATASETS,
@@ -70,17 +75,26 @@ class Solver:
         self.opts = SampleOptions(steps=args.steps, sampler=args.sampler, assign=args.assign, samples=args.samples)
         self.gen = torch.Generator(self.device).manual_seed(args.seed)
 
-    def solve(self, batch, known=None):
+    def solve(self, batch, known=None, callback=None):
         """Solve a batch of pixel puzzles: (positions (B, N), content with missing pieces generated; latents for a
-        latent model: see pixels())."""
+        latent model: see pixels()). callback: called after every sampling step (jpdvt.solve)."""
         if self.codec:
             batch = self.codec.encode_batch(batch)
         return solve(self.model, self.diffusion, batch, self.table, self.opts, self.config.puzzle.anchor, self.gen,
-                     known, latents=self.codec is not None)
+                     known, latents=self.codec is not None, callback=callback)
 
     def pixels(self, content):
         """Generated content as pixels (decoded by the autoencoder of a latent model), for pictures."""
         return self.codec.decode(content) if self.codec else content
+
+
+def animate_puzzle(path, rec, solver, batch, positions):
+    """--animate: the GIF of puzzle 0 of a solved batch (animate.puzzle_gif), image pieces at about DISPLAY_PIECE px,
+    video pieces as thumbnails of about THUMB px; returns path."""
+    puzzle = solver.config.puzzle
+    image = puzzle.kind == "image"
+    return puzzle_gif(path, rec, batch, positions, solver.table, puzzle.grid if image else (1, puzzle.pieces),
+                      DISPLAY_PIECE if image else THUMB, solver.pixels)
 
 
 # ----------------------------------------------------------------------------
@@ -91,10 +105,11 @@ def score_test_set(args, solver):
     """
     Solve --num-puzzles test puzzles, --repeats times (pass r: shuffles, missing pieces and sampling noise of seed
     --seed + r, so pass 0 is a run with --repeats 1); write metrics.json (the mean over passes, which weigh the same,
-    and each pass's figures) and examples.png (images) or examples.gif (videos) of the first pass.
+    and each pass's figures) and examples.png (images) or examples.gif (videos) of the first pass; --animate:
+    solving.gif of the first puzzle.
     """
     puzzle = solver.config.puzzle
-    passes, rows, seconds = [], [], 0.0
+    passes, rows, seconds, animation = [], [], 0.0, None
     for r in range(args.repeats):
         test = puzzle.puzzles("test", args.seed + r)
         num = min(args.num_puzzles, len(test))
@@ -106,9 +121,12 @@ def score_test_set(args, solver):
                           desc="solving" + (f" (pass {r + 1}/{args.repeats})" if args.repeats > 1 else "")):
             batch = collate([test[i] for i in range(start, min(start + args.batch_size, num))])
             batch = {k: v.to(solver.device) for k, v in batch.items()}
+            rec = Recorder() if args.animate and r == 0 and start == 0 else None
             t = time.time()
-            pos, content = solver.solve(batch)
+            pos, content = solver.solve(batch, callback=rec)
             seconds += time.time() - t
+            if rec:
+                animation = animate_puzzle(os.path.join(args.out, "solving.gif"), rec, solver, batch, pos)
             positions.append(pos)
             truth.append({k: batch[k].cpu() for k in ("true_pos", "missing")})
             shown = min(puzzle.pictured - len(rows), len(pos))
@@ -136,6 +154,8 @@ def score_test_set(args, solver):
     print(f"{num} puzzles ({args.sampler}-{args.steps}{ensemble}, {args.assign}): {summary}, "
           f"{metrics['sec_per_puzzle']:.3f} s/puzzle")
     print(f"wrote {os.path.join(args.out, 'metrics.json')} and {picture} ({shown})")
+    if animation:
+        print(f"wrote {animation} (the sampling of the first puzzle, generated pieces in red)")
     return metrics
 
 
@@ -160,32 +180,42 @@ def open_photo(path, grid, cell):
 
 def solve_photo(args, solver):
     """
-    Cut --image to the checkpoint's grid at the model's resolution, shuffle it (seeded) and solve it; draw
-    input | solution | original with pieces cut from the photo's own pixels (up to DISPLAY_PIECE px a side).
+    Cut --image to the checkpoint's grid at the model's resolution, shuffle it and remove --missing pieces (seeded),
+    solve it (the model generates the missing pieces); draw input | solution | original with pieces cut from the
+    photo's own pixels (up to DISPLAY_PIECE px a side), generated ones enlarged from the model's resolution and
+    outlined in red. --animate: <name>_solving.gif of the sampling at the same resolution.
     """
     puzzle, device = solver.config.puzzle, solver.device
     grid, piece, gap = puzzle.grid, puzzle.piece_size, puzzle.gap
     photo = open_photo(args.image, grid, piece + gap)
     pieces = cut_image(fit_image(photo, grid[0] * (piece + gap), grid[1] * (piece + gap)), grid, piece, gap)
-    true_pos, miss = shuffle_pieces(len(pieces), np.random.default_rng(args.seed), 0, puzzle.anchor)
+    true_pos, miss = shuffle_pieces(len(pieces), np.random.default_rng(args.seed), puzzle.missing, puzzle.anchor)
     batch = {"content": torch.from_numpy(pieces[true_pos]).permute(0, 3, 1, 2)[None].float().to(device) * 2 - 1,
              "true_pos": torch.from_numpy(true_pos)[None].to(device),
              "missing": torch.from_numpy(miss)[None].to(device)}
-    pos, _ = solver.solve(batch)
+    rec = Recorder() if args.animate else None
+    pos, generated = solver.solve(batch, callback=rec)
     acc = puzzle.score(pos, batch)
     # the same cut at display resolution: as large as the photo allows, up to DISPLAY_PIECE px per piece
     k = max(1.0, min(DISPLAY_PIECE / piece, min(photo.width / grid[1], photo.height / grid[0]) / (piece + gap)))
     big_piece, big_gap = round(piece * k), round(gap * k)
     big = cut_image(fit_image(photo, grid[0] * (big_piece + big_gap), grid[1] * (big_piece + big_gap)), grid,
                     big_piece, big_gap)
-    n, border = len(big), max(2, big_piece // 40)
+    n, border, gone = len(big), max(2, big_piece // 40), miss[:, None, None, None]
+    given = big[true_pos]                                                  # (N, S, S, 3) in shuffled order
+    solved = np.where(gone, enlarge(generated[0], big_piece, smooth=True), given)
+    solution = mark_cells(assemble(solved, pos[0], grid, border, fill=1.0), pos[0][miss], grid, big_piece, border)
     out = os.path.join(args.out, stem(args.image) + "_solved.png")
-    save_png(out, stack([assemble(big[true_pos], np.arange(n), grid, border, fill=1.0),
-                         assemble(big[true_pos], pos[0], grid, border, fill=1.0),
+    save_png(out, stack([assemble(np.where(gone, 0.5, given), np.arange(n), grid, border, fill=1.0), solution,
                          assemble(big, np.arange(n), grid, border, fill=1.0)], gap=4 * border))
-    placed = round(acc["piece_acc"] * (n - int(puzzle.anchor))) + int(puzzle.anchor)
-    print(f"{'solved' if acc['puzzle_acc'] == 1.0 else 'not solved'}: {placed}/{n} pieces in place; "
-          f"wrote {out} (input | solution | original)")
+    kept = n - puzzle.missing
+    placed = round(acc["piece_acc"] * (kept - int(puzzle.anchor))) + int(puzzle.anchor)
+    print(f"{'solved' if acc['puzzle_acc'] == 1.0 else 'not solved'}: {placed}/{kept} given pieces in place, "
+          f"{puzzle.missing} generated; wrote {out} (input | solution | original)")
+    if rec:
+        gif = solving_gif(os.path.join(args.out, stem(args.image) + "_solving.gif"), rec, solver.table, grid,
+                          lambda i: np.where(gone, enlarge(rec.content[i], big_piece), given), miss, pos[0])
+        print(f"wrote {gif} (the sampling, generated pieces in red)")
     return acc
 
 
@@ -213,13 +243,17 @@ def order_clip(args, solver):
     clip = read_clip(args, puzzle, pieces * fpp)
     cut = make_video_puzzle(clip, pieces, fpp, np.random.default_rng(args.seed), puzzle.missing, start=0)
     batch = {k: v[None].to(solver.device) for k, v in video_item(cut).items()}   # a batch of one
-    pos, generated = solver.solve(batch)
+    rec = Recorder() if args.animate else None
+    pos, generated = solver.solve(batch, callback=rec)
     scores = puzzle.score(pos, batch)
     gif = write_rows(os.path.join(args.out, f"{stem(args.video)}_solved.gif"),
                      [video_row(batch, pos, solver.pixels(generated), 0)], ["shuffled", "solved", "original"])
     print(f"predicted positions of the shuffled pieces {pos[0].tolist()} (true {cut['true_pos'].tolist()}): "
           f"Kendall distance {scores['kendall']:.3f}, {'in order' if scores['exact'] == 1 else 'not in order'}; "
           f"wrote {gif} (shuffled | solved | original)")
+    if rec:
+        path = animate_puzzle(os.path.join(args.out, f"{stem(args.video)}_solving.gif"), rec, solver, batch, pos)
+        print(f"wrote {path} (the sampling, generated pieces in red)")
     return scores
 
 
@@ -272,14 +306,16 @@ def superres(args, solver):
 
 def test_settings(args, puzzle):
     """The checkpoint's puzzle settings with the flags that change them: --dataset, --data-dir (default: the training
-    run's, for its own dataset), --missing (default: the checkpoint's; 0 for --video), --frame-stride (videos)."""
+    run's, for its own dataset), --missing (default: the checkpoint's; 0 for --image and --video), --frame-stride
+    (videos)."""
     dataset = args.dataset or puzzle.dataset
     if dataset not in puzzle.datasets:
         raise UserError(f"--dataset {dataset} does not fit this {puzzle.kind} checkpoint; use one of "
                         f"{', '.join(puzzle.datasets)}")
     own_dir = puzzle.data_dir if dataset == puzzle.dataset else None
+    own_data = args.image or args.video
     changes = {"dataset": dataset, "data_dir": args.data_dir or own_dir,
-               "missing": args.missing if args.missing is not None else (0 if args.video else puzzle.missing)}
+               "missing": args.missing if args.missing is not None else (0 if own_data else puzzle.missing)}
     if args.frame_stride is not None and hasattr(puzzle, "frame_stride"):
         changes["frame_stride"] = args.frame_stride
     puzzle = replace(puzzle, **changes)
@@ -288,6 +324,11 @@ def test_settings(args, puzzle):
 
 
 def main(args):
+    if args.animate and args.superres:
+        raise UserError("--animate draws pieces moving to their places, and --superres places none (every position is "
+                        "given); drop --animate")
+    if args.animate and args.repeats > 1:
+        raise UserError(f"--animate draws one solve, not {args.repeats} passes; drop --repeats or --animate")
     ckpt = load_checkpoint(args.ckpt)
     config = ckpt["config"]
     if args.out is None:
@@ -326,7 +367,8 @@ def get_parser():
     p.add_argument("--assign", default="hungarian", choices=ASSIGNERS,
                    help="codes -> positions: hungarian (optimal) or greedy (paper)")
     p.add_argument("--missing", type=int, default=None,
-                   help="missing pieces per puzzle (default: the checkpoint's; 0 for --video)")
+                   help="missing pieces per puzzle, generated by the model (default: the checkpoint's; 0 for --image "
+                        "and --video)")
     p.add_argument("--out", default=None, help="output folder (default: samples/ next to the checkpoint)")
     p.add_argument("--dataset", default=None, choices=[*DATASETS, *VIDEO_DATASETS],
                    help="evaluate on another dataset than trained on (of the checkpoint's kind)")
@@ -342,6 +384,11 @@ def get_parser():
                         "1-frame pieces), of --video or of test clips")
     p.add_argument("--frame-stride", type=int, default=None,
                    help="video checkpoints: keep every N-th frame (default: the checkpoint's)")
+    p.add_argument("--animate", action="store_true",
+                   help="also write a GIF of the sampling, one frame per step: each piece drawn where its predicted "
+                        "code points, gliding into place, missing pieces forming from noise (red); <name>_solving.gif "
+                        "for --image and --video, solving.gif of the first test puzzle otherwise; with --samples K the "
+                        "first sample's steps")
     p.add_argument("--batch-size", type=positive, default=50, help="puzzles solved at once")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     return p

@@ -1,0 +1,161 @@
+"""
+Sampling animations: watch the reverse diffusion move every piece from a random positional code to its place
+(sample.py --animate).
+
+Paper: "Masked Jigsaw Transformer Diffusion" (Sec. 3.1): solving a puzzle is generating the positional codes of its
+pieces. Every code starts as noise; at each sampling step the network predicts the clean codes x0_hat, and each
+piece is drawn where its predicted code points: the mean of the cells weighted by softmax(-|x0_hat - code of the
+cell|^2 / tau) over the position table (soft_cells), a continuous estimate, so pieces glide across the canvas into
+their cells. The last frame is the final assignment (every piece exactly in its cell), held for HOLD_MS. Missing
+pieces show their content as it forms from noise (the sampling state x_t), outlined in red. Images are drawn on
+their grid, videos as a strip of thumbnails along the time axis (a 1 x N grid, a piece's first frame each).
+
+    rec = Recorder()                                       # a solve() callback: keeps puzzle 0's steps
+    positions, content = solve(model, diffusion, batch, table, opts, anchored, callback=rec)
+    puzzle_gif("solving.gif", rec, batch, positions, table, grid=(3, 3), size=160, pixels=lambda x: x)
+    solving_gif(...)    # the same from your own tiles per step (sample.py --image: the photo's own pixels)
+"""
+import io
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image, ImageDraw
+
+from pictures import font, outline
+
+STEP_MS, HOLD_MS = 100, 1500          # GIF frame durations: a sampling step, the result at the end
+SHARPNESS = 4.0                       # tau = (squared distance between neighbouring cells' codes) / SHARPNESS
+BACKGROUND, EMPTY, TEXT = 32, 56, (230, 230, 230)   # canvas and empty-cell greys, label colour
+EDGE = (0.6, 0.6, 0.6)                # the edge of a given piece (generated ones: pictures.RED)
+HEADER = 24                           # px above the grid for the step counter
+THUMB = 96                            # videos: thumbnail side in pixels (about: a whole multiple of the frames')
+MAX_BYTES = 3 * 2 ** 20               # a larger GIF is written again from smaller frames
+
+
+class Recorder:
+    """
+    A jpdvt.solve / GaussianDiffusion.sample callback that keeps, at every step, puzzle k's predicted codes x0_hat
+    (N, D) in `codes` and its content state x_t (N, ...) in `content` (given pieces as passed, generated ones
+    forming from noise; the result itself after the last step), on the CPU.
+    """
+
+    def __init__(self, k=0):
+        self.k, self.codes, self.content = k, [], []
+
+    def __call__(self, i, x, x0):
+        self.codes.append(x0["code"][self.k].float().cpu())
+        self.content.append(x["content"][self.k].float().cpu())
+
+
+def soft_cells(code, table, grid):
+    """
+    Where predicted codes (N, D) point on an R x C grid whose cells have the codes table (R*C, D), raster order:
+    (N, 2) float (row, col), the mean of the cells weighted by softmax(-squared distance / tau). A code equal to a
+    cell's code lands (almost) on that cell; one between two cells, between them.
+    """
+    table = table.float().cpu()
+    d2 = torch.cdist(code.float().cpu(), table) ** 2                           # (N, R*C)
+    gaps = torch.cdist(table, table) ** 2
+    tau = gaps[gaps > 0].min() / SHARPNESS                                     # neighbours' squared distance / 4
+    rows, cols = torch.meshgrid(torch.arange(grid[0]), torch.arange(grid[1]), indexing="ij")
+    cells = torch.stack([rows.flatten(), cols.flatten()], 1).float()          # (R*C, 2)
+    return (torch.softmax(-d2 / tau, dim=1) @ cells).numpy()
+
+
+def enlarge(content, side, smooth=False):
+    """
+    Pieces (N, C, P, P) or clips (N, F, C, H, W) (a clip: its first frame) in [-1, 1] -> (N, side, side, 3)
+    tiles in [0, 1], enlarged to side px: nearest, or bicubic when `smooth` (generated content shown next to a
+    photo's own pixels). Grey becomes RGB.
+    """
+    x = content[:, 0] if content.dim() == 5 else content                       # (N, C, H, W)
+    x = x.float().cpu().clamp(-1, 1)
+    x = F.interpolate(x, size=(side, side), mode="bicubic" if smooth else "nearest").clamp(-1, 1)
+    return ((x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x).permute(0, 2, 3, 1).numpy() + 1) / 2
+
+
+def draw_frame(tiles, cells, grid, marked, label):
+    """
+    One frame (H, W, 3) uint8: the empty cells of the grid (border px apart, as assemble() draws them), every tile
+    (N, S, S, 3) in [0, 1] with its corner at its (row, col) in cells (N, 2) float and a thin grey edge, marked
+    ones (N,) bool drawn last and outlined in red; `label` (the step counter) in the top-left corner.
+    """
+    n, side = len(tiles), tiles.shape[1]
+    border = max(2, side // 40)
+    pitch, (rows, cols) = side + border, grid
+    img = np.full((HEADER + rows * pitch, cols * pitch + border, 3), BACKGROUND / 255, np.float32)
+    y0, x0 = HEADER, border
+    for r in range(rows):
+        for c in range(cols):
+            img[y0 + r * pitch:y0 + r * pitch + side, x0 + c * pitch:x0 + c * pitch + side] = EMPTY / 255
+    for i in sorted(range(n), key=lambda i: bool(marked[i])):                   # generated pieces on top
+        y, x = (int(round(v * pitch)) for v in cells[i])
+        img[y0 + y:y0 + y + side, x0 + x:x0 + x + side] = tiles[i]
+        if marked[i]:
+            outline(img, y0 + y, x0 + x, side, border)
+        else:                                       # a thin edge, so that overlapping pieces stay apart
+            outline(img, y0 + y, x0 + x, side, 1, EDGE)
+    im = Image.fromarray((np.clip(img, 0, 1) * 255).round().astype(np.uint8))
+    ImageDraw.Draw(im).text((border + 2, 4), label, font=font(14), fill=TEXT)
+    return np.asarray(im)
+
+
+def encode_gif(frames, durations):
+    """Frames (H, W, 3) uint8 -> the bytes of a looping GIF, durations in ms, all frames on one 256-colour palette
+    made from a few of them, without dithering."""
+    sample = np.concatenate([frames[i] for i in np.linspace(0, len(frames) - 1, 4).round().astype(int)])
+    palette = Image.fromarray(sample).quantize(256, method=Image.Quantize.MEDIANCUT)
+    images = [Image.fromarray(f).quantize(palette=palette, dither=Image.Dither.NONE) for f in frames]
+    out = io.BytesIO()
+    images[0].save(out, "GIF", save_all=True, append_images=images[1:], duration=list(durations), loop=0)
+    return out.getvalue()
+
+
+def write_frames(path, frames, durations):
+    """
+    Write frames as a GIF (encode_gif) of at most about MAX_BYTES: a larger one is made again from frames scaled
+    down to fit (a 3x3 photo puzzle of 50 steps fits at 128 px pieces; one whose pieces all wander over the
+    canvas until the end may not at 160). Returns path.
+    """
+    data = encode_gif(frames, durations)
+    if len(data) > MAX_BYTES:
+        scale = 0.95 * (MAX_BYTES / len(data)) ** 0.5             # the size goes about with the pixel count
+        h, w = (round(n * scale) for n in frames[0].shape[:2])
+        data = encode_gif([np.asarray(Image.fromarray(f).resize((w, h), Image.LANCZOS)) for f in frames], durations)
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def solving_gif(path, rec, table, grid, tiles_at, marked, final):
+    """
+    The GIF of a recorded solve (a Recorder): one frame per sampling step, tiles_at(i) (the (N, S, S, 3) tiles at
+    step i) drawn where the step's predicted codes point (soft_cells), then the final assignment `final` (N,)
+    (each piece's cell, raster index) held for HOLD_MS. marked (N,) bool: pieces outlined in red (generated).
+    Returns path.
+    """
+    steps = len(rec.codes)
+    frames = [draw_frame(tiles_at(i), soft_cells(code, table, grid), grid, marked, f"step {i + 1}/{steps}")
+              for i, code in enumerate(rec.codes)]
+    cells = np.stack(np.divmod(np.asarray(final), grid[1]), axis=1).astype(np.float32)   # (N, 2) row, col
+    frames.append(draw_frame(tiles_at(steps - 1), cells, grid, marked, f"step {steps}/{steps}: placed"))
+    return write_frames(path, frames, [STEP_MS] * steps + [HOLD_MS])
+
+
+def puzzle_gif(path, rec, batch, positions, table, grid, size, pixels):
+    """
+    solving_gif of puzzle 0 of a solved batch (content in pixels, positions (B, N)), its steps recorded by `rec`:
+    every piece (a clip: its first frame) enlarged by a whole factor (nearest) to about `size` px; the generated
+    ones show their sampling state, turned into pixels by `pixels` (the autoencoder's decoder of a latent model).
+    """
+    content, missing = batch["content"][0], batch["missing"][0].cpu().numpy()
+    side = content.shape[-1] * max(1, round(size / content.shape[-1]))
+    given = enlarge(content, side)                                             # (N, side, side, 3)
+
+    def tiles_at(i):
+        if not missing.any():
+            return given
+        made = enlarge(pixels(rec.content[i][None].to(content.device))[0], side)
+        return np.where(missing[:, None, None, None], made, given)
+    return solving_gif(path, rec, table, grid, tiles_at, missing, positions[0])

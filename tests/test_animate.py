@@ -1,0 +1,137 @@
+"""Sampling animations (sample.py --animate, animate.py), --image --missing, the diffusion callback, codes picture."""
+import re
+from dataclasses import replace
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+import torch
+from conftest import DIGITS_CKPT, SHAPES_CKPT, sample_run
+from PIL import Image
+
+from animate import HEADER, HOLD_MS, soft_cells
+from checkpoint import load_checkpoint
+from cli import UserError
+from diffusion import GaussianDiffusion
+from jpdvt import SampleOptions, solve
+from pictures import save_codes_picture
+from posenc import grid_table
+from puzzles import collate
+from synthetic import shapes_image
+
+PIECE, BORDER = 40, 2       # the 120 x 160 test photo on a 3x3 grid: 40 px pieces, 2 px apart (as test_image.py)
+
+
+def red_ring(img, y, x, side=PIECE, width=BORDER):
+    """Is the `width` px ring just inside the side x side square at (y, x) red (a generated piece's outline)?"""
+    ring = np.concatenate([img[y:y + width, x:x + side].reshape(-1, 3), img[y + side - width:y + side, x:x + side]
+                           .reshape(-1, 3), img[y:y + side, x:x + width].reshape(-1, 3),
+                           img[y:y + side, x + side - width:x + side].reshape(-1, 3)]).astype(int)
+    return bool(((ring[:, 0] > 200) & (ring[:, 1] < 60) & (ring[:, 2] < 60)).all())
+
+
+@pytest.fixture
+def photo(tmp_path):
+    path = tmp_path / "photo.jpg"
+    Image.fromarray((shapes_image(np.random.default_rng(5), 120, 160) * 255).astype(np.uint8)).save(path)
+    return path
+
+
+def test_photo_with_missing_pieces_and_its_animation(photo, tmp_path, capsys):
+    """--image --missing 2 --animate: 2 pieces generated (red in the solution only), the printed counts, and a GIF of
+    one frame per step plus the held result, whose last frame is the solution's layout."""
+    acc = sample_run("--ckpt", SHAPES_CKPT, "--image", photo, "--missing", "2", "--steps", "5", "--animate",
+                     "--out", tmp_path)
+    lines = capsys.readouterr().out.strip().splitlines()
+    m = re.fullmatch(r"(solved|not solved): (\d)/7 given pieces in place, 2 generated; wrote (.+) "
+                     r"\(input \| solution \| original\)", lines[-2])
+    assert m and m.group(3) == str(tmp_path / "photo_solved.png"), lines
+    assert int(m.group(2)) == round(acc["piece_acc"] * 7) and (m.group(1) == "solved") == (m.group(2) == "7")
+    assert lines[-1].startswith(f"wrote {tmp_path / 'photo_solving.gif'} ")
+
+    picture = np.asarray(Image.open(tmp_path / "photo_solved.png"))      # input | solution | original, 8 px apart
+    panel = 3 * (PIECE + BORDER) - BORDER
+    cells = [(r * (PIECE + BORDER), c * (PIECE + BORDER)) for r in range(3) for c in range(3)]
+    solution = picture[:, panel + 8:2 * panel + 8]
+    generated = [red_ring(solution, y, x) for y, x in cells]
+    assert sum(generated) == 2
+    assert not any(red_ring(picture[:, p:p + panel], y, x) for p in (0, 2 * panel + 16) for y, x in cells)
+
+    gif = iio.imread(tmp_path / "photo_solving.gif", index=None)
+    assert gif.shape == (5 + 1, HEADER + 3 * (PIECE + BORDER), 3 * (PIECE + BORDER) + BORDER, 3)
+    with Image.open(tmp_path / "photo_solving.gif") as im:
+        im.seek(im.n_frames - 1)
+        assert im.info["duration"] == HOLD_MS
+    first, last = (g[HEADER:, BORDER:].astype(int) for g in (gif[0], gif[-1]))   # the grids, from cell (0, 0)
+    assert np.abs(first - last).mean() > 10
+    for (y, x), made in zip(cells, generated):     # the held frame: every piece in its assigned cell
+        assert red_ring(last, y, x) == made
+        if not made:                                # given pieces: the photo's pixels, as in the solution
+            inner = (slice(y + 2, y + PIECE - 2), slice(x + 2, x + PIECE - 2))
+            assert np.abs(last[inner] - solution[inner]).mean() < 8
+
+
+def test_test_set_animations_of_images_and_videos(tmp_path, capsys):
+    """solving.gif of the first test puzzle: image pieces enlarged to about DISPLAY_PIECE px on their grid, video
+    pieces as a strip of 5 thumbnails of about THUMB px, the generated one outlined in red in every frame."""
+    sample_run("--ckpt", SHAPES_CKPT, "--num-puzzles", "1", "--steps", "2", "--animate", "--out", tmp_path / "i")
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith(f"wrote {tmp_path / 'i' / 'solving.gif'} ")
+    pitch = 160 + 4                                 # 16 px pieces x 10, 4 px apart
+    assert iio.imread(tmp_path / "i" / "solving.gif", index=None).shape == (3, HEADER + 3 * pitch, 3 * pitch + 4, 3)
+
+    sample_run("--ckpt", DIGITS_CKPT, "--num-puzzles", "1", "--steps", "3", "--missing", "1", "--animate",
+               "--out", tmp_path / "v")
+    gif = iio.imread(tmp_path / "v" / "solving.gif", index=None).astype(int)
+    pitch = 96 + 2                                  # 32 px frames x 3, 2 px apart
+    assert gif.shape == (3 + 1, HEADER + pitch, 5 * pitch + 2, 3)
+    red = (gif[..., 0] > 200) & (gif[..., 1] < 60) & (gif[..., 2] < 60)
+    assert (red.sum(axis=(1, 2)) >= 4 * 96).all()   # the grey digits are never red: only the outline is
+
+
+def test_callback_sees_every_step_and_changes_no_result():
+    """jpdvt.solve(callback=...): called once per step of the first sample, with the result as the last state; the
+    same positions and content as without it (it draws nothing from the generator)."""
+    ckpt = load_checkpoint(SHAPES_CKPT)
+    config = ckpt["config"]
+    model = config.build_network().eval()
+    model.load_state_dict(ckpt["ema"])
+    diffusion, table = GaussianDiffusion(1000, config.prediction), config.puzzle.table()
+    test = replace(config.puzzle, missing=1).puzzles("test", 0)
+    batch, opts = collate([test[0], test[1]]), SampleOptions(steps=4, samples=2)
+    plain = solve(model, diffusion, batch, table, opts, False, torch.Generator().manual_seed(0))
+    seen = []
+    watched = solve(model, diffusion, batch, table, opts, False, torch.Generator().manual_seed(0),
+                    callback=lambda i, x, x0: seen.append((i, x, x0)))
+    assert np.array_equal(plain[0], watched[0]) and torch.equal(plain[1], watched[1])
+    assert [i for i, _, _ in seen] == [0, 1, 2, 3]                      # the first of the 2 samples only
+    assert torch.equal(seen[-1][1]["content"], watched[1])
+    assert seen[0][2]["code"].shape == (2, 9, 32) and seen[0][2]["content"].shape == batch["content"].shape
+
+
+def test_soft_cells_put_a_code_where_it_points():
+    table = grid_table(3, 3)
+    mid = (table[0] + table[1]) / 2                                      # halfway between cells (0,0) and (0,1)
+    cells = soft_cells(torch.stack([table[5], mid]), table, (3, 3))
+    assert np.allclose(cells[0], [1, 2], atol=0.1) and np.allclose(cells[1], [0, 0.5], atol=0.1)
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--repeats", "2"], "--animate draws one solve, not 2 passes; drop --repeats or --animate"),
+    (["--superres", "1"], "--animate draws pieces moving to their places, and --superres places none"),
+])
+def test_animate_refusals(tmp_path, flags, message):
+    with pytest.raises(UserError, match=re.escape(message)) as e:
+        sample_run("--ckpt", DIGITS_CKPT, "--animate", *flags, "--out", tmp_path)
+    assert "\n" not in str(e.value)
+
+
+def test_image_missing_above_the_grid_is_refused(photo, tmp_path):
+    with pytest.raises(UserError, match=r"^--missing must be between 0 and 8 for a 3x3 grid, got 9$"):
+        sample_run("--ckpt", SHAPES_CKPT, "--image", photo, "--missing", "9", "--out", tmp_path)
+
+
+def test_codes_picture(tmp_path):
+    im = Image.open(save_codes_picture(tmp_path / "codes.png"))
+    assert im.width > im.height > 300
+    colours = np.asarray(im.convert("RGB")).reshape(-1, 3)
+    assert (colours == [178, 24, 43]).all(axis=1).any() and (colours == [33, 102, 172]).all(axis=1).any()   # +1, -1
