@@ -19,6 +19,7 @@ Where real pixels come from: image files, video files and frame folders, and the
 """
 import functools
 import hashlib
+import math
 import os
 import re
 from importlib.util import find_spec
@@ -91,9 +92,16 @@ def split_files(data_dir, split, dataset, lister, what, exts):
 # ----------------------------------------------------------------------------
 
 def fit_image(img, height, width, rng=None, hflip=False):
-    """Resize a PIL image to cover (height, width), crop (random if rng, else centre), optional random flip."""
-    img = img.convert("RGB")
+    """
+    Resize a PIL image to cover (height, width), crop (random if rng, else centre), optional random flip. Training
+    (rng given) decodes a not yet loaded JPEG at a reduced scale (Pillow's draft: 1/2, 1/4 or 1/8 of its side, never
+    below twice the size needed), several times faster on large photos; test images are decoded in full.
+    """
     scale = max(height / img.height, width / img.width)
+    if rng is not None and img.format == "JPEG" and scale < 0.5:
+        img.draft("RGB", (math.ceil(2 * scale * img.width), math.ceil(2 * scale * img.height)))
+        scale = max(height / img.height, width / img.width)         # of the reduced image
+    img = img.convert("RGB")
     nh, nw = max(height, round(img.height * scale)), max(width, round(img.width * scale))
     img = img.resize((nw, nh), Image.BICUBIC)
     if rng is not None:

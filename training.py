@@ -29,7 +29,8 @@ from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, puzzle_loss, solve
 from puzzles import ENDLESS, epoch_index
 
-PRECISIONS = {"fp32": "full precision", "bf16": "bfloat16 autocast", "fp16": "float16 autocast + grad scaling (CUDA)"}
+PRECISIONS = {"auto": "bf16 on CUDA, fp32 on CPU", "fp32": "full precision", "bf16": "bfloat16 autocast",
+              "fp16": "float16 autocast + grad scaling (CUDA)"}
 SCHEDULES = {"constant": "constant after warmup (paper)", "cosine": "cosine decay to 0 at --max-steps"}
 
 
@@ -48,7 +49,7 @@ def train(config, train_set, eval_batch, args, ckpt=None, encode=None):
     torch.manual_seed(tc.seed)                        # initial weights: the same on every rank and every rerun
     model = config.build_network().to(device)
     ema = copy.deepcopy(model).eval().requires_grad_(False)
-    opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=0.0)
+    opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=0.0, fused=device.type == "cuda")
     scaler = torch.amp.GradScaler(enabled=tc.precision == "fp16" and device.type == "cuda")
     step = resume_or_init(ckpt, args.init, config, (model, ema, opt, scaler))
     net = prepare_model(model, device, world, args.compile)
@@ -171,8 +172,11 @@ class Log:
 # ----------------------------------------------------------------------------
 
 def setup_distributed(device_arg):
-    """DDP is on when torchrun sets RANK: nccl on CUDA, gloo on CPU. Returns (rank, world, device)."""
+    """DDP is on when torchrun sets RANK: nccl on CUDA, gloo on CPU. Returns (rank, world, device). On CUDA, fp32
+    matmuls and convolutions may use TF32 (the fp32 weights and the autocast regions are unchanged)."""
     device = resolve_device(device_arg)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     if "RANK" not in os.environ:
         return 0, 1, device
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
@@ -209,6 +213,9 @@ def resume_or_init(ckpt, init, config, objects):
 
 
 def autocast(device, precision):
+    """The autocast region of --precision (auto: bf16 on CUDA, none on CPU); the weights stay fp32."""
+    if precision == "auto":
+        precision = "bf16" if device.type == "cuda" else "fp32"
     if precision == "fp32":
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)

@@ -1,0 +1,54 @@
+"""
+Data-loading throughput of the ImageNet protocol (decode a JPEG, resize it to cover the puzzle, random crop and flip,
+cut 3x3 pieces of 64 px) on a photo folder: training images per second with 0 (in the main process), 1 and N
+DataLoader workers; and the decode alone with and without Pillow's reduced-scale JPEG decoding (sources.fit_image).
+
+    python -m bench loader                         # ../shared/data/photos, workers 0, 1 and all cores
+"""
+import os
+import time
+
+import numpy as np
+import torch
+from PIL import Image
+
+from config import ImageConfig
+from puzzles import ImagePuzzles
+from sources import fit_image
+
+
+def images_per_second(puzzle, workers, images, batch_size=32):
+    """Training puzzles made per second through a DataLoader with `workers` processes (first batch excluded)."""
+    data = ImagePuzzles(puzzle, "train", seed=0)
+    sampler = torch.utils.data.BatchSampler(range(images + batch_size), batch_size, drop_last=True)
+    loader = iter(torch.utils.data.DataLoader(data, batch_sampler=sampler, num_workers=workers))
+    next(loader)                                                   # start-up: process spawn, first files
+    t = time.time()
+    n = sum(len(batch["true_pos"]) for batch in loader)
+    return n / (time.time() - t)
+
+
+def decodes_per_second(files, side, draft):
+    """fit_image of each file to side x side in one process; draft=False decodes every JPEG in full first."""
+    rng = np.random.default_rng(0)
+    t = time.time()
+    for path in files:
+        with Image.open(path) as im:
+            if not draft:
+                im.load()                                          # a loaded image is never draft-decoded
+            fit_image(im, side, side, rng, hflip=True)
+    return len(files) / (time.time() - t)
+
+
+def measure(data_dir, images=256):
+    """Rows {name: metrics} for the loader with 0, 1 and os.cpu_count() workers and the decode with/without draft."""
+    puzzle = ImageConfig(dataset="imagenet", data_dir=data_dir, grid=(3, 3), piece_size=64)
+    rows = {}
+    for workers in sorted({0, 1, os.cpu_count()}):
+        rows[f"loader imagenet protocol 3x3 64px, {workers} workers"] = {
+            "images_per_s": images_per_second(puzzle, workers, images), "workers": workers}
+    files = ImagePuzzles(puzzle, "train").files[:images]
+    for draft in (True, False):
+        rows[f"decode + fit 192px, 1 process, {'draft' if draft else 'full JPEG decode'}"] = {
+            "images_per_s": decodes_per_second(files, 192, draft), "workers": 0}
+    return rows

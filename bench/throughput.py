@@ -1,0 +1,99 @@
+"""
+Training and sampling throughput on one device: steps/s, model FLOPs per step and MFU (model FLOP/s over the
+device's dense bf16 peak, PEAK_TFLOPS), for the DiT (3x3 puzzles) and the video U-Net, in fp32, bf16 and
+bf16 + torch.compile; DDIM-50 puzzles/s beside the fp32 rows.
+
+    python -m bench throughput                  # CPU: tiny DiT (batch 64), base DiT (batch 8), tiny U-Net
+    python -m bench throughput --device cuda    # GPU: tiny/small/base DiT at batch 64 and 256, tiny/paper U-Net
+
+FLOPs are counted once per model and batch by torch.utils.flop_counter over one forward and backward pass of
+jpdvt.puzzle_loss (matmuls, convolutions and attention; elementwise work is not counted, as in MFU figures).
+"""
+import time
+from dataclasses import replace
+
+import numpy as np
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from config import ImageConfig, VideoConfig
+from diffusion import GaussianDiffusion
+from dit import CONFIGS as DIT_CONFIGS
+from jpdvt import SampleOptions, puzzle_loss, solve
+from puzzles import collate
+from training import autocast
+from unet3d import CONFIGS as UNET_CONFIGS
+
+# dense bf16 tensor-core peak, TFLOP/s (vendor data sheets, without sparsity); the first name that occurs in
+# torch.cuda.get_device_name() is used
+PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10G": 125.0, "RTX 4090": 165.0}
+PRECISIONS = [("fp32", False), ("bf16", False), ("bf16", True)]   # (autocast, torch.compile)
+
+
+def settings(gpu):
+    """(row name, network, puzzle settings, batch) of the rows to measure on this kind of device."""
+    dit = [(f"dit-{m} b{b}", replace(DIT_CONFIGS[m], piece_size=p, patch_size=16), ImageConfig(piece_size=p), b)
+           for m, p in [("tiny", 16), ("small", 64), ("base", 64)] for b in (64, 256)] if gpu else \
+        [(f"dit-{m} b{b}", replace(DIT_CONFIGS[m], piece_size=p, patch_size=16), ImageConfig(piece_size=p), b)
+         for m, p, b in [("tiny", 16, 64), ("base", 64, 8)]]
+    unet = [("unet-tiny b16", UNET_CONFIGS["tiny"], VideoConfig(), 16)]
+    if gpu:                                   # the paper's U-Net on 32x32x4 latents: 8 pieces of 4 frames
+        unet.append(("unet-paper b8", replace(UNET_CONFIGS["paper"], frames_per_piece=4),
+                     VideoConfig(pieces=8, size=32, channels=4), 8))
+    return dit + unet
+
+
+def peak_flops(device):
+    """The device's dense bf16 peak in FLOP/s, or None (CPU, unknown GPU)."""
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((tf * 1e12 for key, tf in PEAK_TFLOPS.items() if key in name), None)
+
+
+def measure(device, steps=10):
+    """Rows {name: metrics} of every setting on `device`, each precision in turn (first step: warm-up)."""
+    gpu, peak, rows = device.type == "cuda", peak_flops(device), {}
+
+    def timed(fn):
+        if gpu:
+            torch.cuda.synchronize()
+        t = time.time()
+        fn()
+        if gpu:
+            torch.cuda.synchronize()
+        return time.time() - t
+
+    for name, net_cfg, puzzle, batch in settings(gpu):
+        data = puzzle.puzzles("train", 0)
+        b = {k: v.to(device) for k, v in collate([data[i] for i in range(batch)]).items()}
+        table, diffusion = puzzle.table().to(device), GaussianDiffusion(1000, "x0")
+        flops = None
+        for precision, compiled in PRECISIONS:
+            torch.manual_seed(0)
+            model = puzzle.network(net_cfg).to(device)
+            net = torch.compile(model) if compiled else model
+            opt = torch.optim.AdamW(model.parameters(), fused=gpu)
+
+            def train_step():
+                with autocast(device, precision):
+                    loss = puzzle_loss(net, diffusion, b, table, puzzle.anchor, None)["loss"]
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            if flops is None:
+                with FlopCounterMode(display=False) as counter:
+                    train_step()
+                flops = counter.get_total_flops()
+            times = [timed(train_step) for _ in range(steps + 1 if gpu or batch <= 16 else 3)]
+            rate = 1 / float(np.median(times[1:]))
+            m = {"steps_per_s": rate, "batch": batch, "gflop_per_step": flops / 1e9, "tflop_per_s": flops * rate / 1e12,
+                 "params_M": sum(p.numel() for p in model.parameters()) / 1e6}
+            if peak:
+                m["mfu"] = flops * rate / peak
+            if precision == "fp32":
+                opts = SampleOptions(steps=50, sampler="ddim")
+                m["puzzles_per_s_ddim50"] = batch / timed(lambda: solve(model.eval(), diffusion, b, table, opts,
+                                                                        puzzle.anchor))
+            rows[f"throughput {name} {precision}{' compile' if compiled else ''}"] = m
+    return rows
