@@ -1,11 +1,19 @@
-"""The classic solvers in baselines.py on puzzles easy enough that they must be solved exactly."""
+"""The classic solvers in bench/baselines.py on puzzles easy enough that they must be solved exactly."""
 import itertools
 
 import numpy as np
 import pytest
 
-from baselines import (IMAGE_SOLVERS, all_arrangements, chain_video, edge_costs, mgc_costs, place,
-                       random_positions, solve_image)
+from bench.baselines import (
+    IMAGE_SOLVERS,
+    all_arrangements,
+    chain_video,
+    edge_costs,
+    mgc_costs,
+    place,
+    random_positions,
+    solve_image,
+)
 
 
 def smooth_image(height, width, seed, channels=3):

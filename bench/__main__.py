@@ -4,18 +4,21 @@ with non-learned baselines, and write BENCHMARKS.md.
 
 Every row records the exact command, the machine (CPU cores), wall minutes of training and the metrics on
 test puzzles whose seeds are disjoint from training (test streams use their own split id). Results accumulate
-in bench/results.json, so recipes can be run one at a time (their flags are listed in recipes.py):
+in bench/results.json, so recipes can be run one at a time (their flags are listed in bench/recipes.py). Run it
+from the repository root:
 
-    python bench.py --list
-    python bench.py image-3x3                 # train + score one recipe (minutes)
-    python bench.py baselines sampler throughput
-    python bench.py                           # only rewrite BENCHMARKS.md from bench/results.json
-    python bench.py --score-only image-photos-3x3-mix   # score an earlier run's checkpoint again
-    python bench.py --export runs/bench/image-3x3/ckpt.pt checkpoints/image-shapes-3x3.pt
+    python -m bench --list
+    python -m bench image-3x3                 # train + score one recipe (minutes)
+    python -m bench baselines sampler throughput loader
+    python -m bench ensemble-readme           # only the README's row of the ensemble sweep
+    python -m bench                           # only rewrite BENCHMARKS.md from bench/results.json
+    python -m bench --score-only image-photos-3x3-mix   # score an earlier run's checkpoint again
+    python -m bench --export runs/bench/image-3x3/ckpt.pt checkpoints/image-shapes-3x3.pt
 """
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -23,11 +26,24 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from puzzles import ImagePuzzles
-from recipes import (ASSIGNMENTS, ENSEMBLE_CKPTS, IMAGE_BASELINES, RECIPES, REPEATS, SAMPLERS, TEST_PUZZLES,
-                     TRANSFER, VIDEO_BASELINES)
+# `python -m bench` from the repository root puts the root on sys.path: the root modules (puzzles, metrics, ...)
+# are imported by their plain names
+from bench.recipes import (
+    ASSIGNMENTS,
+    ENSEMBLE_CKPTS,
+    ENSEMBLE_README,
+    IMAGE_BASELINES,
+    PHOTOS,
+    RECIPES,
+    REPEATS,
+    SAMPLERS,
+    TEST_PUZZLES,
+    TRANSFER,
+    VIDEO_BASELINES,
+)
+from config import ImageConfig, VideoConfig
 
-ROOT = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))      # the repository root, parent of bench/
 RESULTS = os.path.join(ROOT, "bench", "results.json")
 
 
@@ -77,7 +93,7 @@ def recorded_minutes(name, cmd):
         if row["group"] == "recipes" and (key == name or key.startswith(name + "--")) and flags(typed) == flags(cmd):
             return row["train_minutes"]
     sys.exit(f"error: no recorded training of recipe {name} with its current flags in {RESULTS}; run "
-             f"`python bench.py {name}` without --score-only")
+             f"`python -m bench {name}` without --score-only")
 
 
 def run_recipe(name, out_root, score_only=False):
@@ -87,7 +103,7 @@ def run_recipe(name, out_root, score_only=False):
     cmd = [script] + flags + ["--out", out] + ([] if "--eval-every" in flags else ["--eval-every", "0"])
     if score_only:
         if not os.path.exists(os.path.join(out, "ckpt.pt")):
-            sys.exit(f"error: --score-only needs {os.path.join(out, 'ckpt.pt')}; run `python bench.py {name}` first")
+            sys.exit(f"error: --score-only needs {os.path.join(out, 'ckpt.pt')}; run `python -m bench {name}` first")
         minutes = recorded_minutes(name, cmd)
     else:
         t = time.time()
@@ -112,14 +128,14 @@ def run_recipe(name, out_root, score_only=False):
 def image_baselines(dataset, data_dir, grid, piece, gap, missing, repeats, num):
     """Random order, edge dissimilarity and MGC (exhaustive placement up to 3x3) on the same test puzzles: those of
     seeds 1 .. repeats (sample.py --seed 1 --repeats R), each pass weighing the same."""
-    from baselines import IMAGE_SOLVERS, all_arrangements, random_positions, solve_image
+    from bench.baselines import IMAGE_SOLVERS, all_arrangements, random_positions, solve_image
     from metrics import piece_accuracy, puzzle_accuracy
     n = grid[0] * grid[1]
     perms = all_arrangements(n) if n <= 9 else None
     rng = np.random.default_rng(0)
     preds, true, given = {name: [] for name in ["random", *IMAGE_SOLVERS]}, [], []
     for seed in range(1, repeats + 1):
-        test = ImagePuzzles(dataset, "test", grid, piece, gap, missing, seed=seed, data_dir=data_dir)
+        test = ImageConfig(dataset, data_dir, grid, piece, gap, missing).puzzles("test", seed)
         count = min(num, len(test))
         for i in tqdm(range(count), desc=f"baselines {dataset} {grid[0]}x{grid[1]} (seed {seed})"):
             it = test[i]
@@ -128,14 +144,14 @@ def image_baselines(dataset, data_dir, grid, piece, gap, missing, repeats, num):
             preds["random"].append(np.where(g, random_positions(n, rng), -1))
             for name in IMAGE_SOLVERS:
                 preds[name].append(solve_image(pieces, grid, name, perms, g))
-            true.append(it["order"].numpy())
+            true.append(it["true_pos"].numpy())
             given.append(g)
     label = (f"{dataset} {grid[0]}x{grid[1]} {piece}px" + (f" gap {gap}" if gap else "") +
              (f" missing {missing}" if missing else "") + (f", {repeats} passes" if repeats > 1 else ""))
     placement = "exhaustive" if perms is not None else "greedy"
     for name, pred in preds.items():
         save_result(f"baseline image {label}: {name}", {
-            "group": "baselines", "command": f"python bench.py baselines ({name}, {placement})",
+            "group": "baselines", "command": f"python -m bench baselines ({name}, {placement})",
             "train_minutes": 0.0, "metrics": {"piece_acc": piece_accuracy(pred, true, given),
                                               "puzzle_acc": puzzle_accuracy(pred, true, given),
                                               "num_puzzles": count, "repeats": repeats}})
@@ -143,21 +159,20 @@ def image_baselines(dataset, data_dir, grid, piece, gap, missing, repeats, num):
 
 def video_baselines(dataset, data_dir, pieces, fpp, size, num):
     """Random order and nearest-neighbour frame chaining on the same test clips."""
-    from baselines import chain_video, random_positions
+    from bench.baselines import chain_video, random_positions
     from metrics import kendall_distance
-    from puzzles import VideoPuzzles
-    test = VideoPuzzles(dataset, "test", pieces, fpp, size, seed=1, data_dir=data_dir)
+    test = VideoConfig(dataset, data_dir, pieces, fpp, size).puzzles("test", seed=1)
     rng = np.random.default_rng(0)
     preds, true = {"random": [], "nearest-neighbour chaining": []}, []
     for i in tqdm(range(num), desc=f"baselines {dataset} {pieces}x{fpp}"):
         it = test[i]
         preds["nearest-neighbour chaining"].append(chain_video(it["content"].numpy()))
         preds["random"].append(random_positions(pieces, rng, anchor_first=True))
-        true.append(it["order"].numpy())
+        true.append(it["true_pos"].numpy())
     for name, pred in preds.items():
         pred = np.stack(pred)
         save_result(f"baseline video {dataset} {pieces}x{fpp} {size}px: {name}", {
-            "group": "baselines", "command": f"python bench.py baselines ({name})", "train_minutes": 0.0,
+            "group": "baselines", "command": f"python -m bench baselines ({name})", "train_minutes": 0.0,
             "metrics": {"kendall": float(np.mean(kendall_distance(pred, np.stack(true)))),
                         "exact": float(np.mean((pred == np.stack(true)).all(1))), "num_puzzles": num}})
 
@@ -166,15 +181,20 @@ def video_baselines(dataset, data_dir, pieces, fpp, size, num):
 # Sampler comparison and throughput
 # ----------------------------------------------------------------------------
 
+def scored(group, key, cmd):
+    """Run the sample.py command `cmd` (its last flag --out) and record its metrics as row `key` of `group`."""
+    sh(cmd)
+    with open(os.path.join(cmd[-1], "metrics.json")) as f:
+        m = json.load(f)
+    save_result(key, {"group": group, "command": shown(cmd), "train_minutes": 0.0, "metrics": m})
+
+
 def sweep(group, ckpt, variants, out_root):
     """Score one checkpoint with several sample.py settings on the same test puzzles (seed 1)."""
     for name, flags in variants.items():
-        out = os.path.join(out_root, f"{group}-{name}")
-        cmd = ["sample.py", "--ckpt", ckpt, "--num-puzzles", TEST_PUZZLES, "--seed", "1", *flags, "--out", out]
-        sh(cmd)
-        with open(os.path.join(out, "metrics.json")) as f:
-            m = json.load(f)
-        save_result(f"{group} {name}", {"group": group, "command": shown(cmd), "train_minutes": 0.0, "metrics": m})
+        out = os.path.join(out_root, re.sub(r"[ ,]+", "-", f"{group}-{name}"))      # a folder name without spaces
+        scored(group, f"{group} {name}", ["sample.py", "--ckpt", ckpt, "--num-puzzles", TEST_PUZZLES, "--seed", "1",
+                                          *flags, "--out", out])
 
 
 def ensembles(out_root):
@@ -182,58 +202,15 @@ def ensembles(out_root):
         sweep("ensemble", ckpt, {f"{kind} ddim-50 x{k}" + (f" missing {m}" if m else ""):
                                  ["--sampler", "ddim", "--samples", str(k), "--missing", str(m), *REPEATS]
                                  for k in counts for m in missing}, out_root)
+    ensemble_readme(out_root)
 
 
-def throughput(device):
-    """
-    Training steps/s of the tiny and base DiT on one device (3x3 puzzles, one batch), in fp32 and bf16 autocast,
-    eager and torch.compile'd, side by side in one run; and DDIM-50 solved puzzles/s (fp32, eager).
-    """
-    import torch
-    from dataclasses import replace
-
-    from diffusion import GaussianDiffusion
-    from dit import CONFIGS, DiT
-    from jpdvt import puzzle_loss, solve
-    from posenc import grid_table
-    from puzzles import collate
-    from training import autocast
-    gpu = device.type == "cuda"
-
-    def timed(fn):
-        t = time.time()
-        fn()
-        if gpu:
-            torch.cuda.synchronize()
-        return time.time() - t
-
-    for name, piece, batch in [("tiny", 16, 64), ("base", 64, 64 if gpu else 8)]:
-        data = ImagePuzzles("shapes", "train", (3, 3), piece)
-        b = collate([data[i] for i in range(batch)])
-        b = {k: v.to(device) for k, v in b.items()}
-        table, diffusion = grid_table(3, 3).to(device), GaussianDiffusion(1000, "x0")
-        for precision, compiled in [("fp32", False), ("bf16", False), ("fp32", True), ("bf16", True)]:
-            torch.manual_seed(0)
-            model = DiT(replace(CONFIGS[name], piece_size=piece, patch_size=16)).to(device)
-            net, opt = torch.compile(model) if compiled else model, torch.optim.AdamW(model.parameters())
-
-            def train_step():
-                with autocast(device, precision):
-                    loss = puzzle_loss(net, diffusion, b, table, False, None)["loss"]
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-            times = [timed(train_step) for _ in range(11 if gpu or name == "tiny" else 3)]   # first: warm-up
-            metrics = {"steps_per_s": 1 / float(np.median(times[1:])), "batch": batch, "piece_px": piece,
-                       "params_M": sum(p.numel() for p in model.parameters()) / 1e6}
-            if precision == "fp32" and not compiled:
-                metrics["puzzles_per_s_ddim50"] = batch / timed(lambda: solve(model.eval(), diffusion, b, table,
-                                                                              False, steps=50))
-            variant = "" if precision == "fp32" and not compiled else \
-                f" {precision}{' compile' if compiled else ''}"
-            save_result(f"throughput {name}{variant}{f' ({device.type})' if gpu else ''}", {
-                "group": "throughput", "command": shown(["bench.py", "throughput", "--device", device.type]),
-                "train_minutes": 0.0, "metrics": metrics})
+def ensemble_readme(out_root):
+    """The README's figure of the shipped gap model: its sample.py command as typed there (sample.py's defaults,
+    DDPM-50 and --seed 0), with an --out folder of its own."""
+    name, ckpt, flags, folder = ENSEMBLE_README
+    out = os.path.join(out_root, folder)
+    scored("ensemble", f"ensemble {name}", ["sample.py", "--ckpt", ckpt, *flags, "--out", out])
 
 
 # ----------------------------------------------------------------------------
@@ -241,23 +218,26 @@ def throughput(device):
 # ----------------------------------------------------------------------------
 
 def fmt(m):
-    keys = ["piece_acc", "puzzle_acc", "kendall", "exact", "kendall_set", "exact_set", "sec_per_puzzle", "steps_per_s",
-            "puzzles_per_s_ddim50", "batch", "params_M"]
+    keys = ["piece_acc", "puzzle_acc", "kendall", "exact", "kendall_set", "exact_set", "kendall_rev", "sec_per_puzzle",
+            "steps_per_s", "gflop_per_step", "tflop_per_s", "mfu", "puzzles_per_s_ddim50", "images_per_s", "workers",
+            "batch", "params_M"]
     return ", ".join(f"{k} {m[k]:.4g}" for k in keys if k in m)
 
 
 def render():
     results = load_results()
-    lines = ["# Benchmarks", "", "Written by `python bench.py` from `bench/results.json`. Test puzzles: fresh "
-             "seeds (test split, `--seed 1`), disjoint from the training stream; rows on the 39 test photos are the "
-             "mean of 8 passes over them (`--repeats 8`: seeds 1-8). Wall minutes include the end-of-training "
-             "accuracy check. Machines are noisy: one run each.", ""]
+    lines = ["# Benchmarks", "", "Written by `python -m bench` from `bench/results.json`. Test puzzles: fresh "
+             "seeds (test split, `--seed 1` unless the command says otherwise), disjoint from the training stream; "
+             "rows on the 39 test photos are the mean of 8 passes over them (`--repeats 8`: seeds 1-8), except those "
+             "marked (1 pass), scored before `--repeats` existed. Wall minutes include the end-of-training accuracy "
+             "check. Machines are noisy: one run each.", ""]
     titles = {"recipes": "Recipes (train + score)", "baselines": "Non-learned baselines (same test puzzles)",
               "sampler": "Sampler: DDIM steps against DDPM-1000 (image-3x3 checkpoint)",
               "assign": "Assignment: Hungarian (default) against the paper's greedy rule, same sampled codes",
               "ensemble": "Ensembles: K samples of the codes per puzzle, assigned on their mean distance",
               "transfer": "The shipped photo gap model on built-in shapes (24 px pieces in 32 px cells)",
-              "throughput": "Throughput (DiT, 3x3 puzzles, batch as listed)"}
+              "throughput": "Throughput (DiT on 3x3 puzzles, U-Net on 5 x 4 or 8 x 4 pieces; batch as listed)",
+              "loader": "Data loading (the ImageNet protocol on the photo folder, images per second)"}
     for group, title in titles.items():
         rows = {k: v for k, v in results.items() if v["group"] == group}
         if not rows:
@@ -266,7 +246,9 @@ def render():
                   "| --- | --- | --- | --- | --- |"]
         for k, v in rows.items():
             cmd = f"`{v['command']}`" + (f"<br>`{v['eval']}`" if v.get("eval") else "")
-            lines.append(f"| {k} | {fmt(v['metrics'])} (n={v['metrics'].get('num_puzzles', '-')}) | "
+            one_pass = v["metrics"].get("dataset") == "folder" and v["metrics"].get("repeats", 1) == 1   # photos
+            lines.append(f"| {k}{' (1 pass)' if one_pass else ''} | {fmt(v['metrics'])} "
+                         f"(n={v['metrics'].get('num_puzzles', '-')}) | "
                          f"{v['train_minutes']:.1f} | {v['machine']} | {cmd} |")
         lines.append("")
     notes = os.path.join(ROOT, "bench", "notes.md")
@@ -277,12 +259,13 @@ def render():
 
 
 def export(src, dst):
-    """A shippable checkpoint: config and EMA weights only (model and optimizer left empty)."""
+    """A shippable checkpoint: config and EMA weights only (model, optimizer and grad scaler left empty)."""
     import torch
 
-    from training import save_checkpoint
+    from checkpoint import save_checkpoint
     ck = torch.load(src, map_location="cpu", weights_only=True)
-    save_checkpoint(dst, {"config": ck["config"], "model": {}, "ema": ck["ema"], "opt": {}, "step": ck["step"]})
+    save_checkpoint(dst, {"config": ck["config"], "model": {}, "ema": ck["ema"], "opt": {}, "scaler": {},
+                          "step": ck["step"]})
     print(f"wrote {dst} ({os.path.getsize(dst) / 2 ** 20:.1f} MiB, step {ck['step']})")
 
 
@@ -290,7 +273,8 @@ def main(args):
     if args.export:
         return export(*args.export)
     if args.list:
-        print("\n".join(list(RECIPES) + ["baselines", "sampler", "assign", "ensemble", "transfer", "throughput"]))
+        print("\n".join(list(RECIPES) + ["baselines", "sampler", "assign", "ensemble", "ensemble-readme", "transfer",
+                                          "throughput", "loader"]))
         return
     for name in args.names:
         if name in RECIPES:
@@ -307,18 +291,29 @@ def main(args):
                 sweep("assign", ckpt, {key: flags}, args.out)
         elif name == "ensemble":
             ensembles(args.out)
+        elif name == "ensemble-readme":             # only the README row of the ensemble sweep
+            ensemble_readme(args.out)
         elif name == "transfer":
             sweep("transfer", "checkpoints/image-photos-3x3-gap.pt", TRANSFER, args.out)
         elif name == "throughput":
-            from training import resolve_device
-            throughput(resolve_device(args.device))
+            from bench.throughput import measure
+            from cli import resolve_device
+            for key, metrics in measure(resolve_device(args.device)).items():
+                save_result(key, {"group": "throughput", "train_minutes": 0.0, "metrics": metrics,
+                                  "command": shown(["-m", "bench", "throughput", "--device", args.device])})
+        elif name == "loader":
+            from bench.loader import measure
+            for key, metrics in measure(PHOTOS).items():
+                save_result(key, {"group": "loader", "train_minutes": 0.0, "metrics": metrics,
+                                  "command": shown(["-m", "bench", "loader"])})
         else:
-            sys.exit(f"error: unknown benchmark {name!r}; see python bench.py --list")
+            sys.exit(f"error: unknown benchmark {name!r}; see python -m bench --list")
     render()
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("names", nargs="*", help="recipes or groups to run (see --list)")
     p.add_argument("--list", action="store_true", help="list the benchmark names")
     p.add_argument("--export", nargs=2, metavar=("SRC", "DST"), help="write SRC's EMA weights as a shippable DST")

@@ -1,6 +1,7 @@
 """
-The benchmark's recipes: what `python bench.py NAME` trains and scores, and which baselines and checkpoints the
-other groups (baselines, sampler, assign, ensemble, transfer) compare. bench.py runs them and writes the rows.
+The benchmark's recipes: what `python -m bench NAME` trains and scores, and which baselines and checkpoints the
+other groups (baselines, sampler, assign, ensemble, transfer) compare. bench/__main__.py runs them and writes the
+rows.
 
 Each recipe is (training script, training flags, evaluations: a list of extra sample.py flags, one row each).
 Data folders are read in place (`../shared/data`); checkpoints of earlier recipes are found under runs/bench.
@@ -39,7 +40,6 @@ PHOTO_GPU = ["--dataset", "folder", "--data-dir", PHOTOS, "--grid", "3", "--piec
              "--model", "small", "--batch-size", "64", "--lr", "1e-3", "--schedule", "cosine", "--eval-puzzles", "39",
              "--max-steps", "6000", "--workers", "12"]
 P12 = with_flag(PHOTO_3X3, "--patch-size", "12")                                  # 4 tokens per 24 px piece
-W192 = PHOTO_3X3 + ["--width", "192"]
 P32 = with_flag(with_flag(PHOTO_3X3, "--piece-size", "32"), "--patch-size", "32")  # one token per 32 px piece
 MIXED = PHOTO_3X3 + ["--mix-shapes", "0.25"]                   # a quarter of the training puzzles: built-in shapes
 MISSING_0_3 = [["--missing", str(k)] for k in range(4)]   # score a model trained with missing pieces at 0..3
@@ -62,18 +62,15 @@ RECIPES = {
     "image-photos-3x3-gap-ft-keepmix": ("train_image.py", GAP_FT + ["--mix-shapes", "0.25"], PHOTO_MISSING_0_3),
     "image-photos-3x3-gap-ft-8k": ("train_image.py", with_flag(GAP_FT, "--max-steps", "8000"), PHOTO_MISSING_0_3),
     # the photo model shipped until 2026-11-27 (photos only) and its gap fine-tune; the one-change fine-tunes below
-    # start from it (to rebuild it: python bench.py image-photos-3x3-nomix, or git show
+    # start from it (to rebuild it: python -m bench image-photos-3x3-nomix, or git show
     # 5772292:checkpoints/image-photos-3x3.pt > runs/bench/image-photos-3x3-nomix/ckpt.pt)
     "image-photos-3x3-nomix": ("train_image.py", PHOTO_3X3 + ["--max-steps", "24000"],
                                [REPEATS, ["--dataset", "shapes"]]),
     "image-photos-3x3-nomix-gap-ft": ("train_image.py", GAP_FT_NOMIX, PHOTO_MISSING_0_3),
     "image-photos-3x3-gap": ("train_image.py", PHOTO_3X3 + ["--gap", "8", "--max-steps", "16000"], PHOTO_TEST),
-    # misses (bench/notes.md): training pieces at their cells' centres as at test time (gaps exactly 8 px); views
-    # of at least 60% of a photo's side; grown to 6 blocks (the 2 new ones start as the identity, adaLN-Zero); lr halved
-    "image-photos-3x3-gap-ft-nojitter": ("train_image.py", GAP_FT_NOMIX + ["--no-jitter"], PHOTO_MISSING_0_3),
+    # misses (bench/notes.md): views of at least 60% of a photo's side (and, below, the learning rate halved)
     "image-photos-3x3-gap-ft-scale0.6": ("train_image.py", GAP_FT_NOMIX + ["--crop-scale", "0.6", "1.0"],
                                          PHOTO_MISSING_0_3),
-    "image-photos-3x3-gap-ft-depth6": ("train_image.py", GAP_FT_NOMIX + ["--depth", "6"], PHOTO_MISSING_0_3),
     # gap puzzles only (no missing pieces while fine-tuning): does training for 1-3 missing cost the 0-missing figure?
     "image-photos-3x3-gap-ft-missing0": ("train_image.py", with_flag(GAP_FT_NOMIX, "--missing", "0"), PHOTO_TEST),
     "image-photos-3x3-gap-ft-mix": ("train_image.py", GAP_FT_NOMIX + ["--mix-shapes", "0.25"], PHOTO_MISSING_0_3),
@@ -87,10 +84,6 @@ RECIPES = {
     # the shapes mix at the calibration length of the 16 and 24 px rows
     "image-photos-3x3-mix": ("train_image.py", MIXED + ["--eval-every", "2000", "--max-steps", "6000"],
                              [REPEATS, ["--dataset", "shapes"]]),
-    # a wider DiT (192 instead of 128, 1.7x slower per step): the same two stages within 40 minutes
-    "image-photos-3x3-w192": ("train_image.py", W192 + ["--eval-every", "2000", "--max-steps", "13000"], PHOTO_TEST),
-    "image-photos-3x3-w192-gap-ft": ("train_image.py", gap_ft(W192, "runs/bench/image-photos-3x3-w192/ckpt.pt"),
-                                     PHOTO_MISSING_0_3),
     "image-photos-3x3-gap-missing": ("train_image.py", PHOTO_3X3 + ["--gap", "8", "--missing", "3", "--max-steps",
                                                                     "16000"], PHOTO_MISSING_0_3),
     "image-3x3": ("train_image.py", IMAGE_3X3 + ["--schedule", "cosine", "--max-steps", "5000"], [[]]),
@@ -187,6 +180,11 @@ ASSIGNMENTS = {f"{kind} {a}": (ckpt, ["--sampler", "ddim", "--assign", a])
 ENSEMBLE_CKPTS = [("image-photos-3x3", "checkpoints/image-photos-3x3.pt", (1, 4, 16), (0,)),
                   ("image-photos-3x3-gap", "checkpoints/image-photos-3x3-gap.pt", (1, 4, 16, 32, 64), (0,)),
                   ("image-photos-3x3-gap", "checkpoints/image-photos-3x3-gap.pt", (32,), (1, 2, 3))]
+# and the README's figure for the shipped gap model, its command as typed there: sample.py's defaults (DDPM-50,
+# --seed 0: seeds 0-7), 32 samples, 8 passes (`python -m bench ensemble-readme` runs only this row)
+# (row name, checkpoint, sample.py flags, --out folder under the bench's --out)
+ENSEMBLE_README = ("image-photos-3x3-gap ddpm-50 x32 (seed 0, README)", "checkpoints/image-photos-3x3-gap.pt",
+                   ["--missing", "0", "--samples", "32", *REPEATS], "ensemble-image-photos-3x3-gap-ddpm-50-x32-seed0")
 
 
 # the shipped gap model (photos, 24 px pieces, 8 px gaps) on the built-in shapes cut the same way
