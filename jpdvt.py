@@ -18,6 +18,7 @@ metrics in config.py.
     positions, content = solve(model, diffusion, batch, table, SampleOptions(steps=50), anchored=False)
 """
 from dataclasses import dataclass
+from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -32,6 +33,8 @@ class SampleOptions:
     sampler: str = "ddpm"          # ancestral DDPM or deterministic DDIM (diffusion.SAMPLERS)
     assign: str = "hungarian"      # predicted codes -> positions: hungarian (optimal) or greedy (paper)
     samples: int = 1               # independent samples of the codes, assigned on their mean distance
+    generator: Optional[torch.Generator] = None   # the noise of the samples (None: torch's global generator)
+    callback: Optional[Callable] = None           # callback(i, x, x0) after every step of the first sample
 
 
 def known_codes(batch, anchored):
@@ -66,14 +69,14 @@ def puzzle_loss(model, diffusion, batch, table, anchored, weights):
 # ----------------------------------------------------------------------------
 
 @torch.no_grad()
-def solve(model, diffusion, batch, table, opts, anchored, generator=None, known=None, latents=False, callback=None):
+def solve(model, diffusion, batch, table, opts, anchored, known=None, latents=False):
     """
     Returns (positions (B, N) int array: predicted position of each piece, content with missing pieces generated).
     known: (B, N) bool of pieces whose true code is given (default: the anchor); all True generates only the
     missing content at known positions (temporal super-resolution). latents: the content is autoencoder latents
     (about unit variance), so its predictions are not clipped to [-1, 1] like codes and pixels are.
     With opts.samples = K, K independent samples of the codes are assigned on their mean distance to each true code
-    (a small ensemble; the content returned is the first sample's). callback(i, x, x0): called after every sampling
+    (a small ensemble; the content returned is the first sample's). opts.callback(i, x, x0): called after every sampling
     step of the first sample with the state and predicted x0, {"code": (B, N, D), "content": (B, N, ...)}
     (GaussianDiffusion.sample; sample.py --animate draws them); it changes no result.
     """
@@ -85,8 +88,8 @@ def solve(model, diffusion, batch, table, opts, anchored, generator=None, known=
     fn, b = model_fn(model, batch["missing"], known), len(content)
     cost, generated = 0, None
     for s in range(opts.samples):
-        out = diffusion.sample(fn, given, masks, opts.steps, opts.sampler, generator,
-                               unclipped=("content",) if latents else (), callback=callback if s == 0 else None)
+        out = diffusion.sample(fn, given, masks, opts.steps, opts.sampler, opts.generator,
+                               unclipped=("content",) if latents else (), callback=opts.callback if s == 0 else None)
         cost = cost + torch.cdist(out["code"].float(), table[None].float().expand(b, -1, -1))  # (B, N, positions)
         generated = out["content"] if generated is None else generated
     positions = np.stack([assign(c, opts.assign) for c in cost.cpu()])                      # (B, N)

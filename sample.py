@@ -72,16 +72,16 @@ class Solver:
         self.model.to(self.device).eval()
         self.diffusion = GaussianDiffusion(1000, config.prediction)
         self.table = config.puzzle.table().to(self.device)
-        self.opts = SampleOptions(steps=args.steps, sampler=args.sampler, assign=args.assign, samples=args.samples)
-        self.gen = torch.Generator(self.device).manual_seed(args.seed)
+        self.opts = SampleOptions(steps=args.steps, sampler=args.sampler, assign=args.assign, samples=args.samples,
+                                  generator=torch.Generator(self.device).manual_seed(args.seed))
 
     def solve(self, batch, known=None, callback=None):
         """Solve a batch of pixel puzzles: (positions (B, N), content with missing pieces generated; latents for a
         latent model: see pixels()). callback: called after every sampling step (jpdvt.solve)."""
         if self.codec:
             batch = self.codec.encode_batch(batch)
-        return solve(self.model, self.diffusion, batch, self.table, self.opts, self.config.puzzle.anchor, self.gen,
-                     known, latents=self.codec is not None, callback=callback)
+        return solve(self.model, self.diffusion, batch, self.table, replace(self.opts, callback=callback),
+                     self.config.puzzle.anchor, known, latents=self.codec is not None)
 
     def pixels(self, content):
         """Generated content as pixels (decoded by the autoencoder of a latent model), for pictures."""
@@ -115,7 +115,7 @@ def score_test_set(args, solver):
         num = min(args.num_puzzles, len(test))
         if r == 0 and num < args.num_puzzles:
             print(f"note: the test split holds only {len(test)} puzzles; solving {num}")
-        solver.gen.manual_seed(args.seed + r)
+        solver.opts.generator.manual_seed(args.seed + r)
         positions, truth = [], []
         for start in tqdm(range(0, num, args.batch_size), unit="batch",
                           desc="solving" + (f" (pass {r + 1}/{args.repeats})" if args.repeats > 1 else "")):

@@ -66,7 +66,7 @@ def split_files(data_dir, split, dataset, lister, what, exts):
     train_dir = os.path.join(data_dir, "train")
     evals = [n for n in EVAL_FOLDERS if os.path.isdir(os.path.join(data_dir, n))]
     has_train = os.path.isdir(train_dir)
-    if evals and not has_train:
+    if evals and not has_train and split != "test":           # a folder of test images only: nothing to train on
         raise UserError(f"--data-dir {data_dir} has {evals[0]}/ but no train/ folder; add train/ with the training "
                         f"{what} (the test {what} are never trained on)")
     val_dir = "test" in evals and len(evals) > 1               # test/ and val/ (or validation/): val is a folder

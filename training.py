@@ -98,9 +98,10 @@ def train(config, train_set, eval_batch, args, ckpt=None, encode=None):
 
 def held_out_check(ema, diffusion, batch, config, device):
     """The EMA model on the held-out batch: DDIM (deterministic, so that successive checks compare), noise seed 0."""
-    opts = SampleOptions(steps=config.train.eval_steps, sampler="ddim")
+    noise = torch.Generator(device).manual_seed(0)
+    opts = SampleOptions(steps=config.train.eval_steps, sampler="ddim", generator=noise)
     positions, _ = solve(ema, diffusion, batch, config.puzzle.table().to(device), opts, config.puzzle.anchor,
-                         generator=torch.Generator(device).manual_seed(0), latents=config.puzzle.vae is not None)
+                         latents=config.puzzle.vae is not None)
     metrics = config.puzzle.score(positions, batch)
     return metrics, " ".join(f"{k} {v:.4f}" for k, v in metrics.items())
 

@@ -61,8 +61,8 @@ def main(ckpt_path="checkpoints/image-shapes-3x3.pt"):
     show("distances", dist, "(B, N, cells): from each generated code to each cell's true code")
     positions = assign(dist[0], "hungarian")
     print(f"  positions     {str(positions.shape):<16} one distinct cell per piece (Hungarian) {positions.tolist()}")
-    again, _ = solve(model, diffusion, batch, table, SampleOptions(steps=50), anchored=False,
-                     generator=torch.Generator().manual_seed(0))
+    opts = SampleOptions(steps=50, sampler="ddpm", generator=torch.Generator().manual_seed(0))
+    again, _ = solve(model, diffusion, batch, table, opts, anchored=False)
     assert (again[0] == positions).all()                        # solve() is exactly step 4's lines
     metrics = config.puzzle.score(positions[None], batch)
     print(f"5. Scoring (config.py): {metrics['piece_acc']:.0%} of the pieces in place, puzzle "

@@ -1,15 +1,47 @@
-"""Shared fixtures: run the scripts as a user would, and a tiny image checkpoint trained once per session."""
+"""
+Shared helpers: the scripts' main() run in-process (as `python script.py FLAGS` would run it, minus the process),
+subprocesses for the few tests whose point is the process, and a tiny image checkpoint trained once per session.
+"""
 import os
 import subprocess
 import sys
 
 import pytest
+import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+import sample  # noqa: E402
+import sources  # noqa: E402
+import train_image  # noqa: E402
+import train_video  # noqa: E402
+
+torch.set_num_threads(1)          # tiny models on two shared cores: one intra-op thread is the fastest
+
+SHAPES_CKPT = os.path.join(ROOT, "checkpoints", "image-shapes-3x3.pt")     # shipped, trained: solves most puzzles
+DIGITS_CKPT = os.path.join(ROOT, "checkpoints", "video-digits-5x4.pt")
+# a 2x2 grid of 8 px pieces (one DiT token each), data loaded in the training process itself
 TINY_IMAGE = ["--grid", "2", "--piece-size", "8", "--batch-size", "4", "--eval-puzzles", "4", "--eval-steps", "2",
-              "--warmup", "0"]
+              "--warmup", "0", "--workers", "0"]
+
+
+def main_of(module, *flags):
+    """module.main(parsed flags) in this process, as `python module.py FLAGS` would run it; returns main's value."""
+    args = module.get_parser().parse_args([str(f) for f in flags])
+    return module.main(args)
+
+
+def train_image_run(*flags):
+    return main_of(train_image, *flags)
+
+
+def train_video_run(*flags):
+    return main_of(train_video, *flags)
+
+
+def sample_run(*flags):
+    return main_of(sample, "--device", "cpu", *flags)
 
 
 def run(*args, check=True, timeout=300, env=None):
@@ -26,9 +58,25 @@ def py(script, *args, **kw):
     return run(sys.executable, script, *args, **kw)
 
 
+def assert_one_line_error(proc, needle):
+    """A user mistake: exit code 2 and exactly one `error: ...` line on stderr naming `needle`, no traceback."""
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert needle in lines[0], lines[0]
+
+
+@pytest.fixture(autouse=True)
+def fresh_state(monkeypatch, tmp_path):
+    """In-process runs share a process: each test starts in its own temporary folder (so that a default output
+    folder never lands in the checkout) with the photo cache empty."""
+    monkeypatch.chdir(tmp_path)
+    sources.load_photo.cache_clear()
+
+
 @pytest.fixture(scope="session")
 def image_ckpt(tmp_path_factory):
+    """A 2x2 image model trained for 8 steps with up to 1 missing piece, a held-out check and a checkpoint at 4."""
     out = tmp_path_factory.mktemp("image_run")
-    py("train_image.py", *TINY_IMAGE, "--missing", "1", "--max-steps", "20", "--ckpt-every", "10",
-       "--eval-every", "10", "--out", out)
+    train_image_run(*TINY_IMAGE, "--missing", "1", "--max-steps", "8", "--ckpt-every", "4", "--eval-every", "4",
+                    "--out", out)
     return out / "ckpt.pt"

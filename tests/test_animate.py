@@ -89,7 +89,7 @@ def test_test_set_animations_of_images_and_videos(tmp_path, capsys):
 
 
 def test_callback_sees_every_step_and_changes_no_result():
-    """jpdvt.solve(callback=...): called once per step of the first sample, with the result as the last state; the
+    """SampleOptions(callback=...): called once per step of the first sample, with the result as the last state; the
     same positions and content as without it (it draws nothing from the generator)."""
     ckpt = load_checkpoint(SHAPES_CKPT)
     config = ckpt["config"]
@@ -98,10 +98,10 @@ def test_callback_sees_every_step_and_changes_no_result():
     diffusion, table = GaussianDiffusion(1000, config.prediction), config.puzzle.table()
     test = replace(config.puzzle, missing=1).puzzles("test", 0)
     batch, opts = collate([test[0], test[1]]), SampleOptions(steps=4, samples=2)
-    plain = solve(model, diffusion, batch, table, opts, False, torch.Generator().manual_seed(0))
+    plain = solve(model, diffusion, batch, table, replace(opts, generator=torch.Generator().manual_seed(0)), False)
     seen = []
-    watched = solve(model, diffusion, batch, table, opts, False, torch.Generator().manual_seed(0),
-                    callback=lambda i, x, x0: seen.append((i, x, x0)))
+    watched = solve(model, diffusion, batch, table, replace(opts, generator=torch.Generator().manual_seed(0),
+                                                            callback=lambda i, x, x0: seen.append((i, x, x0))), False)
     assert np.array_equal(plain[0], watched[0]) and torch.equal(plain[1], watched[1])
     assert [i for i, _, _ in seen] == [0, 1, 2, 3]                      # the first of the 2 samples only
     assert torch.equal(seen[-1][1]["content"], watched[1])

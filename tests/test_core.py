@@ -7,9 +7,8 @@ import pytest
 import torch
 
 from diffusion import GaussianDiffusion, extract, linear_betas
-from metrics import assign, kendall_distance, piece_accuracy, puzzle_accuracy
+from metrics import assign, kendall_distance, kendall_reversible, piece_accuracy, puzzle_accuracy, relabel_generated
 from posenc import encode_1d, encode_2d, grid_table, sequence_table
-
 
 # ----------------------------------------------------------------------------- posenc
 
@@ -38,8 +37,8 @@ def test_encode_2d_halves_and_tables():
 
 def test_linear_schedule_and_extract():
     b = linear_betas()
-    assert b.shape == (1000,) and b[0].item() == pytest.approx(1e-4) and b[-1].item() == pytest.approx(0.02)
     d = GaussianDiffusion(1000)
+    assert torch.equal(d.betas, b) and b.shape == (1000,)
     assert d.alphas_cumprod[0].item() == pytest.approx(1 - 1e-4)
     assert d.alphas_cumprod[-1].item() == pytest.approx(np.prod(1 - np.linspace(1e-4, 0.02, 1000)), rel=1e-9)
     e = extract(d.alphas_cumprod, torch.tensor([0, 999]), (2, 3, 4))
@@ -60,11 +59,11 @@ def test_q_sample_statistics():
 def _setup(prediction):
     torch.manual_seed(0)
     b, n = 3, 5
-    target = {"pos": sequence_table(n)[torch.stack([torch.randperm(n) for _ in range(b)])],
+    target = {"code": sequence_table(n)[torch.stack([torch.randperm(n) for _ in range(b)])],
               "content": torch.rand(b, n, 1, 4, 4) * 2 - 1}
     missing = torch.zeros(b, n, dtype=torch.bool)
     missing[:, 1] = True
-    masks = {"pos": None, "content": missing}
+    masks = {"code": None, "content": missing}
     d = GaussianDiffusion(1000, prediction=prediction)
 
     def oracle(xt, t):  # returns exactly what a perfect network would
@@ -73,7 +72,7 @@ def _setup(prediction):
         abar = {k: extract(d.alphas_cumprod, t, v.shape) for k, v in xt.items()}
         return {k: (xt[k] - abar[k].sqrt() * target[k]) / (1 - abar[k]).sqrt() for k in xt}
 
-    given = {"pos": torch.zeros_like(target["pos"]), "content": torch.where(
+    given = {"code": torch.zeros_like(target["code"]), "content": torch.where(
         missing[..., None, None, None], torch.zeros_like(target["content"]), target["content"])}
     return d, oracle, target, given, masks
 
@@ -100,8 +99,8 @@ def test_training_loss_masks_and_weights(prediction):
         seen.update(xt)
         return {k: torch.zeros_like(v) for k, v in xt.items()}
 
-    losses = d.training_losses(zero, target, masks, weights={"pos": 0.2, "content": 0.8}, t=t)
-    assert losses["loss"].item() == pytest.approx(0.2 * losses["pos"].item() + 0.8 * losses["content"].item())
+    losses = d.training_losses(zero, target, masks, weights={"code": 0.2, "content": 0.8}, t=t)
+    assert losses["loss"].item() == pytest.approx(0.2 * losses["code"].item() + 0.8 * losses["content"].item())
     if prediction == "x0":  # loss only over the missing content entries
         assert losses["content"].item() == pytest.approx((target["content"][:, 1] ** 2).mean().item(), rel=1e-5)
     # given content goes in clean, missing content noised
@@ -155,5 +154,14 @@ def test_kendall():
     assert kendall_distance(a, a) == 0.0
     assert kendall_distance(a, a[::-1]) == 1.0
     assert kendall_distance([0, 1, 2, 3], [1, 0, 2, 3]) == pytest.approx(1 / 6)
-    assert kendall_distance([0, 1, 2], [1, 2, 0], normalized=False) == 2
     assert kendall_distance(np.array([[0, 1, 2], [2, 1, 0]]), np.array([[0, 1, 2], [0, 1, 2]])).tolist() == [0, 1]
+    assert kendall_reversible([3, 2, 1, 0], [0, 1, 2, 3]) == 0.0                 # a reversed clip counts as ordered
+    assert kendall_reversible([1, 0, 2, 3], [0, 1, 2, 3]) == pytest.approx(1 / 6)
+
+
+def test_relabel_generated_compares_generated_pieces_as_a_set():
+    pred = np.array([[0, 3, 1, 2]])                           # pieces 1 and 3 are generated, placed at 3 and 2
+    true = np.array([[0, 2, 1, 3]])
+    as_set = relabel_generated(pred, true, np.array([[False, True, False, True]]))
+    assert as_set.tolist() == [[0, 3, 1, 2]]                  # their true slots {2, 3}, in the order they were placed
+    assert true.tolist() == [[0, 2, 1, 3]]                    # the input is not changed

@@ -1,24 +1,27 @@
-"""Image side: puzzles, DiT, training, checkpoints, sample.py, torchrun."""
+"""Image side: puzzles, DiT, training, checkpoints, sample.py (test set, own photo), torchrun."""
+import importlib
 import json
+import re
 import sys
 
 import numpy as np
 import pytest
 import torch
+from conftest import SHAPES_CKPT, TINY_IMAGE, assert_one_line_error, py, run, sample_run
 from PIL import Image
 
-from conftest import TINY_IMAGE, py, run
+from checkpoint import load_checkpoint, save_checkpoint
+from cli import UserError
+from config import Config, ImageConfig
 from diffusion import GaussianDiffusion
-from dit import CONFIGS, DiT, DiTConfig
+from dit import DiT, DiTConfig
 from jpdvt import puzzle_loss
-from posenc import grid_table
-from errors import UserError
-from puzzles import ImagePuzzles, assemble, cut_image, parse_grid, shuffle_pieces
+from puzzles import SPLITS, ImagePuzzles, assemble, collate, cut_image, parse_grid, shuffle_pieces
 from synthetic import shapes_image
 from train_image import model_config
 
-
 # ----------------------------------------------------------------------------- puzzles
+
 
 @pytest.mark.parametrize("grid,piece,gap", [((3, 3), 8, 0), ((2, 4), 6, 3), ((4, 2), 5, 0)])
 def test_cut_assemble_round_trip(grid, piece, gap):
@@ -37,16 +40,19 @@ def test_cut_assemble_round_trip(grid, piece, gap):
     assert random_crops.shape == pieces.shape
 
 
-def test_no_jitter_cuts_training_pieces_at_the_centre():
-    """--no-jitter: training pieces come from the centres of their cells, as test pieces do; the default jitters."""
+def test_only_training_pieces_are_random_crops_of_their_cells():
+    """With a gap, training pieces come from random places in their cells; val and test pieces from the centres."""
+    cfg = ImageConfig(grid=(3, 3), piece_size=8, gap=4)
+
     def centre_pieces(ds, i):
-        img = ds.source(i, np.random.default_rng([ds.seed, 0, i]))   # the same source image as item i
-        want = torch.from_numpy(cut_image(img, ds.grid, ds.piece, ds.gap)[ds[i]["order"].numpy()])
+        img = ds.source(i, np.random.default_rng([ds.seed, SPLITS[ds.split], i]))   # the source image of item i
+        want = torch.from_numpy(cut_image(img, cfg.grid, cfg.piece_size, cfg.gap)[ds[i]["true_pos"].numpy()])
         return want.permute(0, 3, 1, 2).float() * 2 - 1
-    still = ImagePuzzles("shapes", "train", (3, 3), 8, gap=4, jitter=False)
-    moved = ImagePuzzles("shapes", "train", (3, 3), 8, gap=4)
-    assert torch.allclose(still[5]["content"], centre_pieces(still, 5))
-    assert not torch.allclose(moved[5]["content"], centre_pieces(moved, 5))
+    for split in ("val", "test"):
+        ds = ImagePuzzles(cfg, split, seed=0)
+        assert torch.allclose(ds[5]["content"], centre_pieces(ds, 5))
+    train = ImagePuzzles(cfg, "train", seed=0)
+    assert not torch.allclose(train[5]["content"], centre_pieces(train, 5))
 
 
 def test_parse_grid():
@@ -57,32 +63,35 @@ def test_parse_grid():
 
 
 def test_shapes_dataset_deterministic_and_disjoint():
-    a = ImagePuzzles("shapes", "train", (3, 3), 8, missing=2, anchor=True)
-    b = ImagePuzzles("shapes", "train", (3, 3), 8, missing=2, anchor=True)
-    t = ImagePuzzles("shapes", "test", (3, 3), 8, missing=2, anchor=True)
-    assert torch.equal(a[5]["content"], b[5]["content"]) and torch.equal(a[5]["order"], b[5]["order"])
+    cfg = ImageConfig(grid=(3, 3), piece_size=8, missing=2, anchor=True)
+    a, b, t = cfg.puzzles("train", 0), ImagePuzzles(cfg, "train", 0), cfg.puzzles("test", 0)
+    assert torch.equal(a[5]["content"], b[5]["content"]) and torch.equal(a[5]["true_pos"], b[5]["true_pos"])
     assert not torch.equal(a[5]["content"], t[5]["content"])
+    assert not torch.equal(cfg.puzzles("val", 0)[5]["content"], t[5]["content"])
+    assert not torch.equal(cfg.puzzles("test", 1)[5]["content"], t[5]["content"])   # another seed, other puzzles
     item = t[3]
     assert item["content"].shape == (9, 3, 8, 8) and item["content"].min() >= -1 and item["content"].max() <= 1
     assert item["missing"].sum() == 2 and not item["missing"][0]       # exactly K at test time; anchor kept
-    assert sorted(item["order"].tolist()) == list(range(9))
+    assert sorted(item["true_pos"].tolist()) == list(range(9))
+    assert {int(a[i]["missing"].sum()) for i in range(30)} == {0, 1, 2}  # 0..K in training
     img = shapes_image(np.random.default_rng(0), 24, 40)
     assert img.shape == (24, 40, 3) and img.std() > 0.05
 
 
 def test_folder_dataset_skips_corrupt(tmp_path):
     (tmp_path / "train" / "cats").mkdir(parents=True)
+    for split in ("val", "test"):                           # both held-out folders: train/ is all training
+        (tmp_path / split).mkdir()
+        Image.new("RGB", (40, 40), (9, 9, 9)).save(tmp_path / split / "x.png")
     for i in range(4):
         Image.fromarray((np.random.default_rng(i).random((40, 50, 3)) * 255).astype(np.uint8)).save(
             tmp_path / "train" / "cats" / f"im{i}.png")
     (tmp_path / "train" / "broken.jpg").write_bytes(b"not a jpeg")
-    ds = ImagePuzzles("folder", "train", (2, 2), 8, data_dir=str(tmp_path))
+    ds = ImagePuzzles(ImageConfig(dataset="folder", data_dir=str(tmp_path), grid=(2, 2), piece_size=8), "train")
     assert len(ds.files) == 5 and len(ds) > 10 ** 9         # training is an endless stream of fresh crops
     items = [ds[i] for i in range(10)]                     # two epochs: every file visited twice
     assert all(it["content"].shape == (4, 3, 8, 8) for it in items)
     assert ds.skipped == {str(tmp_path / "train" / "broken.jpg")}
-    with pytest.raises(UserError, match="too few images for its automatic 5% test split"):
-        ImagePuzzles("folder", "test", (2, 2), 8, data_dir=str(tmp_path / "train" / "cats"))
 
 
 # ----------------------------------------------------------------------------- model
@@ -92,47 +101,50 @@ def tiny_cfg(**kw):
 
 
 def test_dit_shapes_zero_init_and_equivariance():
+    torch.manual_seed(0)
     model = DiT(tiny_cfg()).eval()
     b, n = 2, 6
-    pos, content = torch.randn(b, n, 32), torch.randn(b, n, 3, 8, 8)
+    code, content = torch.randn(b, n, 32), torch.randn(b, n, 3, 8, 8)
     t, missing = torch.tensor([3, 900]), torch.zeros(b, n, dtype=torch.bool)
-    p, c = model(pos, content, t, missing)
+    p, c = model(code, content, t, missing)
     assert p.shape == (b, n, 32) and c.shape == (b, n, 3, 8, 8)
     assert p.abs().max() == 0 and c.abs().max() == 0                  # adaLN-Zero start
     for prm in model.parameters():                                    # perturb so outputs are non-trivial
         prm.data.add_(torch.randn_like(prm) * 0.05)
-    p, c = model(pos, content, t, missing)
+    anchor = torch.zeros_like(missing)
+    anchor[:, 0] = True
+    p, c = model(code, content, t, missing, anchor)
     perm = torch.randperm(n)
-    p2, c2 = model(pos[:, perm], content[:, perm], t, missing[:, perm])
+    p2, c2 = model(code[:, perm], content[:, perm], t, missing[:, perm], anchor[:, perm])
     assert torch.allclose(p2, p[:, perm], atol=1e-5) and torch.allclose(c2, c[:, perm], atol=1e-5)
-    assert set(CONFIGS) >= {"tiny", "small", "base"} and CONFIGS["base"].hidden == 768
-    assert CONFIGS["base"].depth == 12 and CONFIGS["base"].heads == 12 and CONFIGS["base"].mlp_dim == 3072
+    assert not torch.allclose(model(code, content, t, missing)[0], p, atol=1e-5)   # the anchor flag is seen
 
 
-def test_width_and_depth_flags_resize_the_model():
-    cfg = model_config("tiny", 24, 24, depth=6, width=192)
-    assert (cfg.hidden, cfg.mlp_dim, cfg.depth, cfg.heads, cfg.patch_size) == (192, 768, 6, 4, 24)
-    assert model_config("tiny", 24, None) == DiTConfig(piece_size=24, patch_size=12, hidden=128, depth=4, heads=4,
-                                                       mlp_dim=512)
-    with pytest.raises(UserError, match="--width"):
-        model_config("tiny", 24, 24, width=190)
+def test_patch_size_default_and_check():
+    """--patch-size defaults to the largest divisor of the piece size up to the model's patch; others must divide."""
+    cfg = model_config("tiny", 24, None)
+    assert (cfg.piece_size, cfg.patch_size) == (24, 12) and DiT(cfg).tokens_per_side == 2
+    assert model_config("tiny", 24, 8).patch_size == 8
+    with pytest.raises(UserError, match="--patch-size 5 must divide --piece-size 24"):
+        model_config("tiny", 24, 5)
 
 
 def test_training_steps_lower_loss():
     torch.manual_seed(0)
     model = DiT(tiny_cfg())
     diffusion = GaussianDiffusion(1000, "x0")
-    ds = ImagePuzzles("shapes", "train", (2, 2), 8, missing=1)
-    batch = {k: torch.stack([ds[i][k] for i in range(16)]) for k in ("content", "order", "missing")}
+    cfg = ImageConfig(grid=(2, 2), piece_size=8, missing=1)
+    ds = cfg.puzzles("train", 0)
+    batch = collate([ds[i] for i in range(16)])
     opt = torch.optim.Adam(model.parameters(), lr=2e-3)
-    table = grid_table(2, 2)
+    table = cfg.table()
 
     def loss():
         torch.manual_seed(1)
-        return puzzle_loss(model, diffusion, batch, table, False, None)["loss"]
+        return puzzle_loss(model, diffusion, batch, table, False, {"code": 1.0, "content": 0.1})["loss"]
 
     start = loss().item()
-    for _ in range(30):
+    for _ in range(20):
         opt.zero_grad()
         loss().backward()
         opt.step()
@@ -142,67 +154,103 @@ def test_training_steps_lower_loss():
 # ----------------------------------------------------------------------------- scripts
 
 def test_checkpoint_contents(image_ckpt):
-    ck = torch.load(image_ckpt, weights_only=True)
-    assert set(ck) == {"config", "model", "ema", "opt", "step"} and ck["step"] == 20
-    assert ck["config"]["kind"] == "image" and ck["config"]["grid"] == [2, 2]
+    ck = torch.load(image_ckpt, weights_only=True)                   # plain types and tensors only
+    assert set(ck) == {"config", "model", "ema", "opt", "scaler", "step"} and ck["step"] == 8
+    assert set(ck["config"]) == {"kind", "prediction", "puzzle", "model", "train"}
+    config = load_checkpoint(image_ckpt, "image")["config"]
+    assert config.puzzle == ImageConfig(grid=(2, 2), piece_size=8, missing=1)
+    assert (config.model.piece_size, config.model.patch_size) == (8, 8) and config.prediction == "x0"
+    assert (config.train.max_steps, config.train.batch_size, config.train.warmup) == (8, 4, 0)
     log = (image_ckpt.parent / "log.txt").read_text()
-    assert "steps/s" in log and "eval step 10" in log and "final step 20" in log
+    assert "eval step 4 piece_acc" in log and "final step 8 piece_acc" in log
 
 
-def test_sample_end_to_end(image_ckpt, tmp_path):
-    py("sample.py", "--ckpt", image_ckpt, "--num-puzzles", "6", "--steps", "5", "--batch-size", "4",
-       "--out", tmp_path)
-    m = json.loads((tmp_path / "metrics.json").read_text())
-    assert m["num_puzzles"] == 6 and 0 <= m["piece_acc"] <= 1 and 0 <= m["puzzle_acc"] <= 1
-    assert m["missing"] == 1 and m["steps"] == 5 and m["sampler"] == "ddpm"
+def test_sample_end_to_end(image_ckpt, tmp_path, capsys):
+    m = sample_run("--ckpt", image_ckpt, "--num-puzzles", "6", "--steps", "3", "--batch-size", "4", "--out", tmp_path)
+    m = json.loads(json.dumps(m))                        # what main returns is what metrics.json holds
+    assert m == json.loads((tmp_path / "metrics.json").read_text())
+    assert (m["num_puzzles"], m["missing"], m["steps"], m["sampler"], m["train_step"]) == (6, 1, 3, "ddpm", 8)
+    assert (m["grid"], m["piece_size"], m["gap"], m["anchor"]) == ([2, 2], 8, 0, False)
+    # the 3 given pieces of each of the 6 puzzles are scored (the missing one is generated, not scored)
+    assert m["piece_acc"] * 18 == pytest.approx(round(m["piece_acc"] * 18))
+    assert m["puzzle_acc"] * 6 == pytest.approx(round(m["puzzle_acc"] * 6)) and m["puzzle_acc"] <= m["piece_acc"]
+    line = capsys.readouterr().out
+    assert f"6 puzzles (ddpm-3, hungarian): piece accuracy {m['piece_acc']:.4f}, puzzle accuracy " in line
     png = Image.open(tmp_path / "examples.png")
     width, height = 4 * 18 + 3 * 6, 6 * 18 + 5 * 6   # 4 panels of 2x2 8 px pieces; a row per puzzle (6 < 8)
     assert png.size == (width * (480 // width), height * (480 // width))  # enlarged to stay visible
-    py("sample.py", "--ckpt", image_ckpt, "--num-puzzles", "2", "--steps", "3", "--sampler", "ddim",
-       "--assign", "greedy", "--missing", "0", "--out", tmp_path / "b")
-    assert json.loads((tmp_path / "b" / "metrics.json").read_text())["assign"] == "greedy"
+    b = sample_run("--ckpt", image_ckpt, "--num-puzzles", "2", "--steps", "2", "--sampler", "ddim",
+                   "--assign", "greedy", "--missing", "0", "--out", tmp_path / "b")
+    assert (b["assign"], b["sampler"], b["missing"]) == ("greedy", "ddim", 0)
+    assert b["piece_acc"] * 8 == pytest.approx(round(b["piece_acc"] * 8))    # all 4 pieces of 2 puzzles
+
+
+def test_trained_model_solves_what_an_untrained_one_cannot(tmp_path):
+    """The shipped shapes model solves most test puzzles; the same network untrained places pieces at chance (so the
+    accuracy measures the model, not the truth leaking into the solver)."""
+    trained = sample_run("--ckpt", SHAPES_CKPT, "--num-puzzles", "8", "--steps", "10", "--out", tmp_path / "t")
+    assert trained["piece_acc"] >= 0.9 and trained["puzzle_acc"] >= 0.75, trained
+    ck = load_checkpoint(SHAPES_CKPT, "image")
+    torch.manual_seed(0)
+    fresh = ck["config"].build_network()
+    save_checkpoint(tmp_path / "untrained.pt", {"config": ck["config"].to_dict(), "model": {},
+                                                "ema": fresh.state_dict(), "opt": {}, "scaler": {}, "step": 0})
+    untrained = sample_run("--ckpt", tmp_path / "untrained.pt", "--num-puzzles", "8", "--steps", "10",
+                           "--out", tmp_path / "u")
+    assert untrained["piece_acc"] <= 0.4 and untrained["puzzle_acc"] == 0.0, untrained
 
 
 def test_sample_repeats_are_passes_of_consecutive_seeds(image_ckpt, tmp_path):
-    flags = ["--ckpt", image_ckpt, "--num-puzzles", "4", "--steps", "3", "--missing", "0"]
-    py("sample.py", *flags, "--seed", "3", "--repeats", "3", "--out", tmp_path / "r")
-    m = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    flags = ["--ckpt", image_ckpt, "--num-puzzles", "4", "--steps", "2", "--missing", "0"]
+    m = sample_run(*flags, "--seed", "3", "--repeats", "3", "--out", tmp_path / "r")
     assert m["repeats"] == 3 and len(m["passes"]) == 3 and m["num_puzzles"] == 4
     assert m["piece_acc"] == pytest.approx(np.mean([p["piece_acc"] for p in m["passes"]]))
     for r in (0, 2):                    # pass r is exactly the single run of seed 3 + r
-        py("sample.py", *flags, "--seed", str(3 + r), "--out", tmp_path / str(r))
-        single = json.loads((tmp_path / str(r) / "metrics.json").read_text())
+        single = sample_run(*flags, "--seed", str(3 + r), "--out", tmp_path / str(r))
         assert "passes" not in single and single["piece_acc"] == m["passes"][r]["piece_acc"]
+        assert single["puzzle_acc"] == m["passes"][r]["puzzle_acc"]
 
 
 def test_bench_score_only_needs_an_earlier_run(tmp_path):
-    proc = py("bench.py", "--score-only", "image-3x3", "--out", tmp_path, check=False)
-    assert proc.returncode != 0 and "--score-only needs" in proc.stderr and "python bench.py image-3x3" in proc.stderr
+    bench = importlib.import_module("bench.__main__")
+    with pytest.raises(SystemExit, match="--score-only needs .*python -m bench image-3x3"):
+        bench.run_recipe("image-3x3", str(tmp_path), score_only=True)
 
 
-def test_sample_own_photo(image_ckpt, tmp_path):
+def test_sample_own_photo(tmp_path, capsys):
     photo = tmp_path / "photo.jpg"
     Image.fromarray((shapes_image(np.random.default_rng(5), 120, 160) * 255).astype(np.uint8)).save(photo)
-    out = py("sample.py", "--ckpt", image_ckpt, "--image", photo, "--steps", "3", "--out", tmp_path).stdout
-    assert "solved" in out and (tmp_path / "photo_solved.png").exists()
-    # drawn from the photo's own pixels: 2x2 pieces of 60 px (its 120 px side / 2), not the model's 8 px pieces
-    original = np.asarray(Image.open(tmp_path / "photo_solved.png"))[:, -120:]
-    assert original.shape[0] == 120 + 2 and abs(original[:60, :60].astype(float).mean() -
-                                                 np.asarray(Image.open(photo))[:60, 20:80].mean()) < 10
+    acc = sample_run("--ckpt", SHAPES_CKPT, "--image", photo, "--missing", "1", "--steps", "5", "--out", tmp_path)
+    out = tmp_path / "photo_solved.png"
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    m = re.fullmatch(r"(solved|not solved): (\d)/8 given pieces in place, 1 generated; wrote (.+) "
+                     r"\(input \| solution \| original\)", line)
+    assert m and m.group(3) == str(out), line
+    assert (m.group(1) == "solved") == (acc["puzzle_acc"] == 1.0) == (m.group(2) == "8")
+    assert int(m.group(2)) == round(acc["piece_acc"] * 8)
+    # drawn from the photo's own pixels: 3x3 pieces of 40 px (its 120 px side / 3), not the model's 16 px pieces,
+    # 2 px borders: 3 panels of 3 * 42 - 2 = 124 px, 8 px apart
+    picture = np.asarray(Image.open(out))
+    assert picture.shape == (124, 3 * 124 + 2 * 8, 3)
+    original = picture[:, -124:]
+    assert abs(original[:40, :40].astype(float).mean() - np.asarray(Image.open(photo))[:40, 20:60].mean()) < 10
 
 
-def test_resume_continues(image_ckpt, tmp_path):
-    out = tmp_path / "r"
-    out.mkdir()
-    (out / "ckpt.pt").write_bytes(image_ckpt.read_bytes())
-    py("train_image.py", "--resume", out / "ckpt.pt", "--max-steps", "25", "--eval-every", "0", "--out", out)
-    ck = torch.load(out / "ckpt.pt", weights_only=True)
-    assert ck["step"] == 25 and ck["config"]["missing"] == 1            # settings came from the checkpoint
+def test_inputs_of_the_other_kind_are_refused(image_ckpt, tmp_path):
+    with pytest.raises(UserError, match=r"--superres does not apply to .*, a image model; its inputs are --image$"):
+        sample_run("--ckpt", image_ckpt, "--superres", "1", "--out", tmp_path)
+    proc = py("sample.py", "--ckpt", image_ckpt, "--video", tmp_path / "clip.gif", "--out", tmp_path, check=False)
+    assert_one_line_error(proc, f"--video does not apply to {image_ckpt}, a image model; its inputs are --image")
 
 
 def test_torchrun_two_cpu_processes(tmp_path):
     proc = run(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               "train_image.py", *TINY_IMAGE, "--max-steps", "4", "--eval-every", "0", "--out", tmp_path,
+               "train_image.py", *TINY_IMAGE, "--max-steps", "2", "--eval-every", "0", "--out", tmp_path,
                "--device", "cpu")
     assert "2 process(es)" in proc.stdout
-    assert torch.load(tmp_path / "ckpt.pt", weights_only=True)["step"] == 4
+    assert torch.load(tmp_path / "ckpt.pt", weights_only=True)["step"] == 2
+
+
+def test_config_round_trip():
+    config = Config(puzzle=ImageConfig(grid=(2, 4), anchor=True), model=DiTConfig(piece_size=16))
+    assert Config.from_dict(config.to_dict(), "x.pt") == config

@@ -4,14 +4,15 @@ Every test writes its own tiny synthetic IDX files; real MNIST is never needed.
 """
 import gzip
 import os
-import sys
 
 import numpy as np
 import pytest
+from conftest import sample_run, train_video_run
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from errors import UserError  # noqa: E402
-from mnist import find_idx, is_mnist_dir, mnist_digits, moving_mnist, read_idx  # noqa: E402
+from cli import UserError
+from config import VideoConfig
+from mnist import find_idx, is_mnist_dir, mnist_digits, moving_mnist, read_idx
+from puzzles import VideoPuzzles
 
 
 def fake_digits(n=12, value=200):
@@ -163,30 +164,29 @@ def mnist_dir(tmp_path):
 
 
 def test_video_puzzles_generate_moving_mnist_per_split(tmp_path):
-    from puzzles import VideoPuzzles
-    root = str(mnist_dir(tmp_path))
-    train = VideoPuzzles("movingmnist", "train", pieces=10, frames_per_piece=2, size=32, data_dir=root)
-    test = VideoPuzzles("movingmnist", "test", pieces=10, frames_per_piece=2, size=32, data_dir=root)
-    again = VideoPuzzles("movingmnist", "test", pieces=10, frames_per_piece=2, size=32, data_dir=root)
+    cfg = VideoConfig(dataset="movingmnist", data_dir=str(mnist_dir(tmp_path)), pieces=10, frames_per_piece=2, size=32)
+    train, val, test, again = (VideoPuzzles(cfg, split, 0) for split in ("train", "val", "test", "test"))
     a, b = test[3], again[3]
-    assert a["content"].shape == (10, 2, 1, 32, 32) and a["order"][0] == 0
-    assert np.array_equal(a["content"], b["content"]) and np.array_equal(a["order"], b["order"])  # pure function
+    assert a["content"].shape == (10, 2, 1, 32, 32) and a["true_pos"][0] == 0
+    assert np.array_equal(a["content"], b["content"]) and np.array_equal(a["true_pos"], b["true_pos"])  # pure function
     assert not np.array_equal(a["content"], test[4]["content"])
     # test clips are made of the t10k digits (all 90), training clips of the training digits (up to 255)
     assert abs(float(a["content"].max()) - (90 / 255 * 2 - 1)) < 0.2 < abs(float(train[3]["content"].max()) -
                                                                            (90 / 255 * 2 - 1))
+    assert float(val[3]["content"].max()) > 0.5                              # val clips: training digits too
+    assert not np.array_equal(val[3]["content"], train[3]["content"])
     assert len(test) == 10000 and len(train) > 10 ** 9
 
 
 def test_train_video_on_mnist_idx_files(tmp_path):
-    from conftest import py
     root = mnist_dir(tmp_path)
-    py("train_video.py", "--dataset", "movingmnist", "--data-dir", root, "--size", "16", "--pieces", "10",
-       "--frames-per-piece", "2", "--batch-size", "2", "--max-steps", "2", "--eval-puzzles", "2", "--eval-steps", "2",
-       "--warmup", "0", "--out", tmp_path / "run")
-    out = py("sample.py", "--ckpt", tmp_path / "run" / "ckpt.pt", "--num-puzzles", "2", "--steps", "2",
-             "--out", tmp_path / "s").stdout
-    assert "Kendall" in out and (tmp_path / "s" / "examples.gif").exists()
-    (root / "t10k-images-idx3-ubyte").write_bytes(b"\x00\x00\x08\x03" + b"\x00" * 5)     # truncated header
-    proc = py("train_video.py", "--dataset", "movingmnist", "--data-dir", root, "--size", "16", check=False)
-    assert proc.returncode == 2 and proc.stderr.strip().startswith("error:") and "t10k" in proc.stderr
+    flags = ["--dataset", "movingmnist", "--data-dir", root, "--size", "16", "--pieces", "3", "--frames-per-piece", "2"]
+    train_video_run(*flags, "--batch-size", "2", "--max-steps", "1", "--eval-puzzles", "2", "--eval-steps", "1",
+                    "--warmup", "0", "--workers", "0", "--out", tmp_path / "run")
+    m = sample_run("--ckpt", tmp_path / "run" / "ckpt.pt", "--num-puzzles", "2", "--steps", "1",
+                   "--out", tmp_path / "s")
+    assert (m["dataset"], m["num_puzzles"]) == ("movingmnist", 2) and (tmp_path / "s" / "examples.gif").exists()
+    broken = mnist_dir(tmp_path / "broken")                     # a fresh folder: mnist.py caches what it has read
+    (broken / "t10k-images-idx3-ubyte").write_bytes(b"\x00\x00\x08\x03" + b"\x00" * 5)     # truncated header
+    with pytest.raises(UserError, match="t10k-images-idx3-ubyte.*truncated"):   # the test split is read by sample.py
+        sample_run("--ckpt", tmp_path / "run" / "ckpt.pt", "--data-dir", broken, "--out", tmp_path / "s2")

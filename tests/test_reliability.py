@@ -1,5 +1,6 @@
-"""Reliability: exact resume after SIGKILL, atomic and safe checkpoints, NaN stop, clean errors for bad input."""
+"""Reliability: exact resume after SIGKILL, fine-tuning, safe checkpoints, NaN stop, clean errors for bad input."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -8,10 +9,15 @@ import time
 import numpy as np
 import pytest
 import torch
+from conftest import ROOT, TINY_IMAGE, assert_one_line_error, py, sample_run, train_image_run
 from PIL import Image
 
-from conftest import ROOT, TINY_IMAGE, py
-from jpdvt import build_model
+import sample
+import train_image
+from checkpoint import load_checkpoint, save_checkpoint
+from cli import UserError, run_cli
+from config import Config, VideoConfig
+from unet3d import UNetConfig
 
 
 def weights(path):
@@ -20,24 +26,32 @@ def weights(path):
 
 
 def test_kill_and_resume_is_exact(tmp_path):
-    flags = [*TINY_IMAGE, "--warmup", "3", "--max-steps", "12", "--ckpt-every", "4", "--eval-every", "0"]
-    py("train_image.py", *flags, "--out", tmp_path / "a")
-    # run b is killed with SIGKILL once it has written a checkpoint, then resumed
+    """A run killed (SIGKILL) after an intermediate checkpoint, resumed, ends with the weights of an unbroken run."""
+    flags = [*TINY_IMAGE, "--warmup", "3", "--ckpt-every", "2", "--eval-every", "0"]
     b = tmp_path / "b"
-    proc = subprocess.Popen([sys.executable, "train_image.py", *flags, "--out", str(b)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=dict(os.environ, OMP_NUM_THREADS="1"))
-    deadline = time.time() + 120
-    while not (b / "ckpt.pt").exists() and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    killed_at = torch.load(b / "ckpt.pt", weights_only=True)["step"]     # the last good checkpoint is intact
-    assert killed_at in (4, 8, 12)
-    py("train_image.py", "--resume", b / "ckpt.pt", "--out", b)
+    # far more steps than it can take before the kill: the kill lands between checkpoints, never at the end
+    b.mkdir()
+    with open(b / "stderr.txt", "w") as err:
+        proc = subprocess.Popen([sys.executable, "train_image.py", *flags, "--max-steps", "100000", "--out", str(b)],
+                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err,
+                                env=dict(os.environ, OMP_NUM_THREADS="1"))
+    try:
+        deadline = time.time() + 120
+        while not (b / "ckpt.pt").exists() and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.01)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, (b / "stderr.txt").read_text()[-3000:]   # killed while training
+    killed_at = torch.load(b / "ckpt.pt", weights_only=True)["step"]   # the last good checkpoint is intact
+    assert killed_at >= 2 and killed_at % 2 == 0
+    end = killed_at + 5
+    train_image_run("--resume", b / "ckpt.pt", "--max-steps", end)    # --out: the checkpoint's folder
+    train_image_run(*flags, "--max-steps", end, "--out", tmp_path / "a")
     step_a, model_a, ema_a = weights(tmp_path / "a" / "ckpt.pt")
     step_b, model_b, ema_b = weights(b / "ckpt.pt")
-    assert step_a == step_b == 12
+    assert step_a == step_b == end                                     # the resumed run trained 5 more steps
+    assert f"step {end} loss" in (b / "log.txt").read_text()
     for k in model_a:
         assert torch.allclose(model_a[k], model_b[k], atol=1e-5), k
         assert torch.allclose(ema_a[k], ema_b[k], atol=1e-5), k
@@ -46,55 +60,17 @@ def test_kill_and_resume_is_exact(tmp_path):
 
 def test_init_fine_tunes_from_a_checkpoint(image_ckpt, tmp_path):
     src = torch.load(image_ckpt, weights_only=True)["ema"]
-    py("train_image.py", *TINY_IMAGE, "--missing", "1", "--init", image_ckpt, "--lr", "1e-9", "--max-steps", "1",
-       "--eval-every", "0", "--out", tmp_path)
+    train_image_run(*TINY_IMAGE, "--missing", "1", "--init", image_ckpt, "--lr", "1e-9", "--max-steps", "1",
+                    "--eval-every", "0", "--out", tmp_path)
     step, model, ema = weights(tmp_path / "ckpt.pt")
     assert step == 1                                                     # a fresh run: step and optimizer restart
     for k in src:
         assert torch.allclose(model[k], src[k], atol=1e-6), k           # ... from the other run's EMA weights
-    other = py("train_image.py", *TINY_IMAGE, "--piece-size", "12", "--init", image_ckpt, "--max-steps", "1",
-               "--out", tmp_path / "b", check=False)
-    assert_clean_error(other, "--init")
-    shallower = py("train_image.py", *TINY_IMAGE, "--depth", "2", "--init", image_ckpt, "--max-steps", "1",
-                   "--out", tmp_path / "d", check=False)
-    assert_clean_error(shallower, "--init")
-    wider = py("train_image.py", *TINY_IMAGE, "--width", "192", "--init", image_ckpt, "--max-steps", "1",
-               "--out", tmp_path / "w", check=False)
-    assert_clean_error(wider, "--init")
-
-
-def test_init_grows_a_deeper_model_that_starts_as_the_source(image_ckpt, tmp_path):
-    """--depth above the source's: the extra adaLN-Zero blocks start as the identity, so the function is kept."""
-    py("train_image.py", *TINY_IMAGE, "--depth", "6", "--init", image_ckpt, "--lr", "1e-9", "--max-steps", "1",
-       "--eval-every", "0", "--out", tmp_path)
-    src, grown = torch.load(image_ckpt, weights_only=True), torch.load(tmp_path / "ckpt.pt", weights_only=True)
-    assert src["config"]["model"]["depth"] == 4 and grown["config"]["model"]["depth"] == 6
-    nets = []
-    for ck in (src, grown):
-        model, _ = build_model(ck["config"])
-        model.load_state_dict(ck["ema"])
-        nets.append(model.eval())
-    g = torch.Generator().manual_seed(0)
-    pos, content = torch.randn(2, 4, 32, generator=g), torch.rand(2, 4, 3, 8, 8, generator=g) * 2 - 1
-    t, missing = torch.tensor([10, 700]), torch.zeros(2, 4, dtype=torch.bool)
-    with torch.no_grad():
-        a, b = (net(pos, content, t, missing) for net in nets)
-    assert torch.allclose(a[0], b[0], atol=1e-5) and torch.allclose(a[1], b[1], atol=1e-5)
-
-
-def test_init_refuses_an_absent_file(tmp_path):
-    absent = py("train_image.py", *TINY_IMAGE, "--init", tmp_path / "nothing.pt", "--max-steps", "1",
-                "--out", tmp_path / "c", check=False)
-    assert_clean_error(absent, "--init")
-
-
-def assert_clean_error(proc, needle=None):
-    assert proc.returncode != 0, proc.stdout
-    assert "Traceback" not in proc.stderr, proc.stderr
-    last = proc.stderr.strip().splitlines()[-1]
-    assert "error" in last, proc.stderr
-    if needle:
-        assert needle in last, last
+    with pytest.raises(UserError, match=r"--init .* other settings \(piece_size, patch_size\)"):
+        train_image_run(*TINY_IMAGE, "--piece-size", "12", "--patch-size", "4", "--init", image_ckpt,
+                        "--max-steps", "1", "--out", tmp_path / "b")
+    with pytest.raises(UserError, match="--init .*nothing.pt does not exist"):
+        train_image_run(*TINY_IMAGE, "--init", tmp_path / "nothing.pt", "--max-steps", "1", "--out", tmp_path / "c")
 
 
 class Evil:
@@ -111,31 +87,68 @@ def test_malicious_checkpoint_is_refused(tmp_path):
     marker = tmp_path / "pwned"
     bad = tmp_path / "evil.pt"
     torch.save({"config": {"kind": "image"}, "model": Evil(str(marker)), "ema": {}, "step": 0}, bad)
-    proc = py("sample.py", "--ckpt", bad, check=False)
-    assert_clean_error(proc, "refusing")
+    with pytest.raises(UserError, match="refusing"):
+        sample_run("--ckpt", bad, "--out", tmp_path)
     assert not marker.exists()
+
+
+def video_checkpoint(path):
+    save_checkpoint(path, {"config": Config(puzzle=VideoConfig(), model=UNetConfig()).to_dict(), "model": {},
+                           "ema": {}, "opt": {}, "scaler": {}, "step": 0})
+    return path
 
 
 def test_truncated_and_wrong_kind_checkpoints(image_ckpt, tmp_path):
     cut = tmp_path / "cut.pt"
     data = image_ckpt.read_bytes()
     cut.write_bytes(data[: len(data) // 2])
-    assert_clean_error(py("sample.py", "--ckpt", cut, check=False), "truncated")
-    video = tmp_path / "video.pt"
-    torch.save({"config": {"kind": "video", "args": {}}, "model": {}, "ema": {}, "opt": {}, "step": 0}, video)
-    assert_clean_error(py("train_image.py", "--resume", video, check=False), "video model")
-    assert_clean_error(py("sample.py", "--ckpt", video, "--image", image_ckpt, check=False), "image checkpoint")
+    with pytest.raises(UserError, match="truncated"):
+        sample_run("--ckpt", cut, "--out", tmp_path)
+    video = video_checkpoint(tmp_path / "video.pt")
+    with pytest.raises(UserError, match="is a video model, not a image model"):
+        train_image_run("--resume", video, "--out", tmp_path)
+    with pytest.raises(UserError, match=r"--image does not apply to .*video.pt, a video model; its inputs are --video "
+                                        "and --superres"):
+        sample_run("--ckpt", video, "--image", tmp_path / "photo.png", "--out", tmp_path)
     other = tmp_path / "other.pt"
     torch.save({"weights": torch.zeros(3)}, other)
-    assert_clean_error(py("sample.py", "--ckpt", other, check=False), "not a jpdvt checkpoint")
+    with pytest.raises(UserError, match="not a jpdvt checkpoint"):
+        sample_run("--ckpt", other, "--out", tmp_path)
+
+
+def test_config_that_does_not_fit_is_refused_in_one_sentence(image_ckpt, tmp_path):
+    ck = torch.load(image_ckpt, weights_only=True)
+    cases = {"unknown": ("model", {**ck["config"]["model"], "width": 64}, r"config.model .*\(unknown width\)"),
+             "missing": ("train", {k: v for k, v in ck["config"]["train"].items() if k != "lr"},
+                         r"config.train .*\(missing lr\)"),
+             "old": (None, None, "no config of this jpdvt version")}
+    for name, (part, value, message) in cases.items():
+        config = dict(ck["config"], **{part: value}) if part else {"kind": "image", "grid": [3, 3], "args": {}}
+        path = tmp_path / f"{name}.pt"
+        torch.save(dict(ck, config=config), path)
+        with pytest.raises(UserError, match=f"checkpoint {re.escape(str(path))} " + r"[^\n]*" + message) as e:
+            load_checkpoint(path)
+        assert str(e.value).count(". ") == 0 and "\n" not in str(e.value)        # one sentence
+
+
+def test_shipped_checkpoint_cannot_be_resumed(tmp_path):
+    ck = torch.load(os.path.join(ROOT, "checkpoints", "image-shapes-3x3.pt"), weights_only=True)
+    assert not ck["model"] and not ck["opt"]                             # shipped: EMA weights only
+    with pytest.raises(UserError, match="EMA weights only"):
+        train_image_run("--resume", os.path.join(ROOT, "checkpoints", "image-shapes-3x3.pt"), "--out", tmp_path)
 
 
 def test_nan_loss_stops_and_keeps_checkpoint(tmp_path):
-    proc = py("train_image.py", *TINY_IMAGE, "--lr", "1e30", "--max-steps", "50", "--ckpt-every", "1",
-              "--eval-every", "0", "--out", tmp_path, check=False)
-    assert_clean_error(proc, "loss became")
+    with pytest.raises(UserError, match=r"loss became (nan|inf) at step \d+; the last good checkpoint is .*ckpt.pt"):
+        train_image_run(*TINY_IMAGE, "--lr", "1e30", "--max-steps", "50", "--ckpt-every", "1", "--eval-every", "0",
+                        "--out", tmp_path)
     ck = torch.load(tmp_path / "ckpt.pt", weights_only=True)              # last good one is readable
     assert 1 <= ck["step"] < 50
+
+
+def test_bad_flag_is_one_line_and_exit_code_2(tmp_path):
+    """As a user sees it: a real process, one `error:` line naming the flag, exit code 2, no traceback."""
+    assert_one_line_error(py("train_image.py", "--grid", "1", "--out", tmp_path, check=False), "--grid")
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +160,15 @@ def bad_files(tmp_path_factory):
     return d
 
 
+def cli_error(module, flags, capsys):
+    """The last stderr line and exit code of `python module.py FLAGS` run in-process (argparse or run_cli)."""
+    with pytest.raises(SystemExit) as stop:
+        run_cli(module.main, module.get_parser().parse_args([str(f) for f in flags]))
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and "Traceback" not in "\n".join(lines)
+    return lines[-1]
+
+
 IMAGE_BAD = [
     (["--grid", "1"], "--grid"),
     (["--grid", "3x"], "--grid"),
@@ -156,22 +178,24 @@ IMAGE_BAD = [
     (["--max-steps", "0"], "--max-steps"),
     (["--lr", "-1"], "--lr"),
     (["--weight-content", "-0.5"], "--weight-content"),
+    (["--weight-code", "nan"], "--weight-code"),
     (["--device", "tpu"], "--device"),
     (["--dataset", "imagenet"], "--data-dir"),
     (["--dataset", "folder", "--data-dir", "/nonexistent/photos"], "--data-dir"),
     (["--dataset", "folder", "--data-dir", "{bad}/empty"], "--data-dir"),
     (["--piece-size", "0"], "--piece-size"),
     (["--patch-size", "5"], "--patch-size"),
-    (["--width", "50"], "--width"),
     (["--mix-shapes", "0.5"], "--mix-shapes"),
+    (["--crop-scale", "0.5", "0.2"], "--crop-scale"),
     (["--resume", "{bad}/missing.pt"], "does not exist"),
 ]
 
 
 @pytest.mark.parametrize("flags,needle", IMAGE_BAD)
-def test_train_image_bad_input(flags, needle, bad_files):
+def test_train_image_bad_input(flags, needle, bad_files, capsys):
     flags = [f.replace("{bad}", str(bad_files)) for f in flags]
-    assert_clean_error(py("train_image.py", *flags, "--out", bad_files / "out", check=False), needle)
+    last = cli_error(train_image, [*flags, "--workers", "0", "--out", bad_files / "out"], capsys)
+    assert "error:" in last and needle in last, last
 
 
 @pytest.mark.parametrize("flags,needle", [
@@ -180,8 +204,10 @@ def test_train_image_bad_input(flags, needle, bad_files):
     (["--image", "{bad}/nothing.png"], "--image"),
     (["--missing", "4"], "--missing"),
     (["--dataset", "folder", "--data-dir", "{bad}/empty"], "--data-dir"),
+    (["--dataset", "digits"], "--dataset digits does not fit this image checkpoint"),
     (["--device", "gpu"], "--device"),
 ])
-def test_sample_bad_input(flags, needle, bad_files, image_ckpt):
+def test_sample_bad_input(flags, needle, bad_files, image_ckpt, capsys):
     flags = [f.replace("{bad}", str(bad_files)) for f in flags]
-    assert_clean_error(py("sample.py", "--ckpt", image_ckpt, "--out", bad_files / "s", *flags, check=False), needle)
+    last = cli_error(sample, ["--ckpt", image_ckpt, "--out", bad_files / "s", *flags], capsys)
+    assert last.startswith("error: ") and needle in last, last

@@ -1,10 +1,11 @@
-"""Image and video files (sources.py): disjoint train/test splits in every folder layout, fresh photo views."""
+"""Image and video files (sources.py): disjoint train/val/test splits in every folder layout, fresh photo views."""
 import numpy as np
 import pytest
 import torch
 from PIL import Image
 
-from errors import UserError
+from cli import UserError
+from config import ImageConfig
 from puzzles import ImagePuzzles
 from sources import IMAGE_EXTS, list_images, random_crop, split_files
 
@@ -19,7 +20,12 @@ def photos(folder, n, size=(64, 48), seed=0):
 
 
 def splits(root):
-    return [split_files(str(root), s, "folder", list_images, "images", IMAGE_EXTS) for s in ("train", "test")]
+    return [split_files(str(root), s, "folder", list_images, "images", IMAGE_EXTS) for s in ("train", "val", "test")]
+
+
+def folder(tmp_path, split, **kw):
+    """Puzzles of 2x2 8 px pieces from the photos under tmp_path."""
+    return ImagePuzzles(ImageConfig(dataset="folder", data_dir=str(tmp_path), grid=(2, 2), piece_size=8, **kw), split)
 
 
 @pytest.mark.parametrize("layout", ["train only", "flat", "both"])
@@ -31,12 +37,14 @@ def test_splits_never_share_a_file(tmp_path, layout):
     else:
         photos(tmp_path / "train", 30)
         photos(tmp_path / "val", 10, seed=1)
-    train, test = splits(tmp_path)
-    assert train and test and not set(train) & set(test)
+    train, val, test = splits(tmp_path)
+    assert train and val and test and not set(train) & set(test) and not set(train) & set(val)
+    assert not set(val) & set(test)
     if layout == "both":
-        assert len(train) == 30 and len(test) == 10
+        assert len(train) + len(val) == 30 and len(test) == 10             # val/ is the test split, val from train/
     else:
-        assert len(train) + len(test) == 200 and 3 <= len(test) <= 20      # about 5% held out
+        assert len(train) + len(val) + len(test) == 200 and 3 <= len(test) <= 20      # about 5% held out
+        assert 8 <= len(val) <= 35                                                    # about 10%
 
 
 @pytest.mark.parametrize("name", ["val", "test"])
@@ -59,25 +67,27 @@ def test_random_crop_is_a_zoomed_flipped_view(tmp_path):
 
 def test_photo_training_views_are_fresh_and_test_is_whole_photo(tmp_path):
     photos(tmp_path / "train", 1, size=(96, 64))
+    photos(tmp_path / "val", 1, size=(96, 64), seed=2)         # val/ and test/: every file of train/ is training
     photos(tmp_path / "test", 1, size=(96, 64), seed=1)
-    train = ImagePuzzles("folder", "train", (2, 2), 8, data_dir=str(tmp_path), crop_scale=(0.3, 1.0))
+    train = folder(tmp_path, "train", crop_scale=(0.3, 1.0))
     a, b = train[0], train[1]                                 # the same single photo, two visits: two views
     assert not torch.equal(torch.sort(a["content"].flatten())[0], torch.sort(b["content"].flatten())[0])
-    test = ImagePuzzles("folder", "test", (2, 2), 8, data_dir=str(tmp_path), crop_scale=(0.3, 1.0))
+    test = folder(tmp_path, "test", crop_scale=(0.3, 1.0))
     assert len(test) == 1 and len(train) > 10 ** 9
-    assert torch.equal(test[0]["content"], ImagePuzzles("folder", "test", (2, 2), 8, data_dir=str(tmp_path))[0]
-                       ["content"])                           # whole-photo protocol, crop_scale ignored at test
+    assert torch.equal(test[0]["content"], folder(tmp_path, "test", crop_scale=(0.9, 1.0))[0]["content"])
+    # whole-photo protocol at test: crop_scale does not apply
 
 
 def test_photo_folder_bad_files(tmp_path, capsys):
     photos(tmp_path / "train", 2, size=(12, 12))              # smaller than a 2x2 grid of 8 px pieces
+    photos(tmp_path / "val", 1)
     photos(tmp_path / "test", 1)
-    train = ImagePuzzles("folder", "train", (2, 2), 8, data_dir=str(tmp_path), crop_scale=(0.3, 1.0))
+    train = folder(tmp_path, "train")
     with pytest.raises(UserError, match="--piece-size"):
         train[0]
     Image.new("RGB", (64, 64), (200, 10, 10)).save(tmp_path / "train" / "big.png")
     (tmp_path / "train" / "broken.jpg").write_bytes(b"not a jpeg")
-    train = ImagePuzzles("folder", "train", (2, 2), 8, data_dir=str(tmp_path), crop_scale=(0.3, 1.0))
+    train = folder(tmp_path, "train")
     for i in range(6):
         assert train[i]["content"].shape == (4, 3, 8, 8)
     assert train.skipped == {str(tmp_path / "train" / n) for n in ("broken.jpg", "img000.png", "img001.png")}
@@ -85,13 +95,12 @@ def test_photo_folder_bad_files(tmp_path, capsys):
 
 
 def test_mix_shapes_puts_procedural_puzzles_in_the_training_stream(tmp_path):
-    for split in ("train", "test"):
+    for split in ("train", "val", "test"):
         (tmp_path / split).mkdir()
         Image.new("RGB", (64, 64), (90, 90, 90)).save(tmp_path / split / "grey.png")   # flat photos: std 0
-    kw = dict(data_dir=str(tmp_path), crop_scale=(0.3, 1.0))
 
     def shapes_count(ds):
         return sum(bool(ds[i]["content"].std() > 0) for i in range(40))
-    assert shapes_count(ImagePuzzles("folder", "train", (2, 2), 8, **kw)) == 0
-    assert 5 < shapes_count(ImagePuzzles("folder", "train", (2, 2), 8, mix_shapes=0.5, **kw)) < 35   # about half
-    assert ImagePuzzles("folder", "test", (2, 2), 8, mix_shapes=0.5, **kw)[0]["content"].std() == 0  # test: photos
+    assert shapes_count(folder(tmp_path, "train")) == 0
+    assert 5 < shapes_count(folder(tmp_path, "train", mix_shapes=0.5)) < 35                 # about half
+    assert folder(tmp_path, "test", mix_shapes=0.5)[0]["content"].std() == 0               # test: photos

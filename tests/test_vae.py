@@ -1,12 +1,10 @@
 """Latent diffusion (--vae) with the real diffusers AutoencoderKL: tiny random weights, scripts run as a user would."""
-import json
-import math
-
 import imageio.v3 as iio
 import pytest
 import torch
+from conftest import sample_run, train_video_run
 
-from conftest import py
+from checkpoint import load_checkpoint
 
 diffusers = pytest.importorskip("diffusers",
                                 reason="--vae needs the optional diffusers package (pip install diffusers)")
@@ -14,7 +12,8 @@ diffusers = pytest.importorskip("diffusers",
 # Smallest --size the tiny U-Net takes with --vae: patch_size 4 * 2**(3 levels - 1) * the autoencoder's 8.
 VAE_SIZE = 128
 TINY_VAE_VIDEO = ["--dataset", "digits", "--size", str(VAE_SIZE), "--pieces", "3", "--frames-per-piece", "2",
-                  "--batch-size", "2", "--eval-puzzles", "2", "--eval-steps", "2", "--warmup", "0"]
+                  "--batch-size", "2", "--eval-puzzles", "2", "--eval-steps", "2", "--warmup", "0",
+                  "--workers", "0"]
 # Stable Diffusion's latent scale: its autoencoder's raw latents have std about 1 / 0.18215, so scaled ones about 1.
 SD_SCALE = 0.18215
 
@@ -44,13 +43,12 @@ def tiny_autoencoder(folder, seed=0):
 def test_latent_diffusion_with_real_autoencoder(tmp_path):
     vae = tiny_autoencoder(tmp_path / "vae")
     run, samples = tmp_path / "run", tmp_path / "samples"
-    py("train_video.py", *TINY_VAE_VIDEO, "--missing", "1", "--max-steps", "3", "--vae", vae, "--out", run)
-    cfg = torch.load(run / "ckpt.pt", weights_only=True)["config"]
-    assert cfg["model"]["in_channels"] == 4 and cfg["channels"] == 3 and cfg["vae"] == str(vae)
-    py("sample.py", "--ckpt", run / "ckpt.pt", "--num-puzzles", "2", "--steps", "2", "--out", samples)
-    metrics = json.loads((samples / "metrics.json").read_text())
-    assert math.isfinite(metrics["kendall"]) and 0 <= metrics["kendall"] <= 1 and metrics["num_puzzles"] == 2
-    assert (samples / "examples.gif").exists()
+    train_video_run(*TINY_VAE_VIDEO, "--missing", "1", "--max-steps", "2", "--vae", vae, "--out", run)
+    cfg = load_checkpoint(run / "ckpt.pt", "video")["config"]
+    assert cfg.model.in_channels == 4 and cfg.puzzle.channels == 3 and cfg.puzzle.vae == str(vae)
+    metrics = sample_run("--ckpt", run / "ckpt.pt", "--num-puzzles", "2", "--steps", "2", "--out", samples)
+    assert metrics["num_puzzles"] == 2 and metrics["kendall"] * 6 == pytest.approx(round(metrics["kendall"] * 6))
+    assert metrics["kendall_set"] <= metrics["kendall"]       # generated pieces compared as a set agree more
     assert iio.imread(samples / "examples.gif", index=None).shape[0] == 6       # decoded back to 3 x 2 frames
 
 
@@ -62,9 +60,8 @@ def test_codec_latents_are_unit_scale_not_clipped(tmp_path):
     latents = codec.encode(frames)
     assert latents.shape == (2, 3, 2, 4, 8, 8) and torch.isfinite(latents).all()
     outside = (latents.abs() > 1).float().mean().item()
-    print(f"latent std {latents.std().item():.3f}, fraction |latent| > 1: {outside:.3f}")
     assert outside > 0.05                  # about unit scale: clamping latents to [-1, 1] would change them
     decoded = codec.decode(latents)
     assert decoded.shape == frames.shape and decoded.min() >= -1 and decoded.max() <= 1
-    batch = codec.encode_batch({"content": frames, "order": torch.zeros(2, 3)})
-    assert torch.equal(batch["content"], latents) and batch["order"].shape == (2, 3)
+    batch = codec.encode_batch({"content": frames, "true_pos": torch.zeros(2, 3)})
+    assert torch.equal(batch["content"], latents) and batch["true_pos"].shape == (2, 3)

@@ -4,13 +4,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from errors import UserError
+from cli import UserError
+from mnist import load_movingmnist
 from pictures import write_gif
 from puzzles import make_video_puzzle, unshuffle_video
-from mnist import load_movingmnist
 from sources import list_videos, read_video
 from synthetic import draw_digit_glyphs, moving_digits
-
 
 # ----------------------------------------------------------------------------- synthetic digits
 
@@ -43,7 +42,7 @@ def test_make_video_puzzle_and_unshuffle():
     frames = np.arange(30)[:, None, None] * np.ones((1, 4, 4))     # frame t is filled with t
     for _ in range(5):
         pz = make_video_puzzle(frames, num_pieces=5, frames_per_piece=4, rng=rng, missing=2)
-        pieces, order, missing = pz["pieces"], pz["order"], pz["missing"]
+        pieces, order, missing = pz["pieces"], pz["true_pos"], pz["missing"]
         assert pieces.shape == (5, 4, 4, 4) and order[0] == 0 and sorted(order) == list(range(5))
         assert missing.sum() == 2 and not missing[0]
         start = pieces[0, 0, 0, 0]
@@ -89,7 +88,7 @@ def test_read_video_gif_and_folder(tmp_path):
     assert v.shape == (6, 16, 20, 3) and v.dtype == np.float32 and 0 <= v.min() and v.max() <= 1
     assert np.allclose(v[:, 0, 0, 0], frames[:, 0, 0, 0] / 255, atol=0.02)
     assert read_video(tmp_path / "clip.gif", frame_stride=2).shape[0] == 3
-    assert read_video(tmp_path / "clip.gif", size=8, max_frames=4).shape == (4, 8, 8, 3)
+    assert read_video(tmp_path / "clip.gif", size=8).shape == (6, 8, 8, 3)
 
     folder = tmp_path / "frames"
     folder.mkdir()
