@@ -53,6 +53,7 @@ from puzzles import (
 from sources import fit_channels, fit_image, read_video
 from vae import load_codec
 
+SCORED = {"test": "scored once, for the final figures", "val": "model selection"}
 DISPLAY_PIECE = 160                   # --image pictures: piece side in pixels, at most the photo's own resolution
 
 
@@ -103,18 +104,18 @@ def animate_puzzle(path, rec, solver, batch, positions):
 
 def score_test_set(args, solver):
     """
-    Solve --num-puzzles test puzzles, --repeats times (pass r: shuffles, missing pieces and sampling noise of seed
-    --seed + r, so pass 0 is a run with --repeats 1); write metrics.json (the mean over passes, which weigh the same,
-    and each pass's figures) and examples.png (images) or examples.gif (videos) of the first pass; --animate:
-    solving.gif of the first puzzle.
+    Solve --num-puzzles puzzles of --split (test, or val for model selection), --repeats times (pass r: shuffles,
+    missing pieces and sampling noise of seed --seed + r, so pass 0 is a run with --repeats 1); write metrics.json
+    (the mean over passes, which weigh the same, and each pass's figures) and examples.png (images) or examples.gif
+    (videos) of the first pass; --animate: solving.gif of the first puzzle.
     """
     puzzle = solver.config.puzzle
     passes, rows, seconds, animation = [], [], 0.0, None
     for r in range(args.repeats):
-        test = puzzle.puzzles("test", args.seed + r)
+        test = puzzle.puzzles(args.split, args.seed + r)
         num = min(args.num_puzzles, len(test))
         if r == 0 and num < args.num_puzzles:
-            print(f"note: the test split holds only {len(test)} puzzles; solving {num}")
+            print(f"note: the {args.split} split holds only {len(test)} puzzles; solving {num}")
         solver.opts.generator.manual_seed(args.seed + r)
         positions, truth = [], []
         for start in tqdm(range(0, num, args.batch_size), unit="batch",
@@ -137,9 +138,9 @@ def score_test_set(args, solver):
         passes.append(puzzle.score(np.concatenate(positions), truth))
     metrics = {**{k: float(np.mean([p[k] for p in passes])) for k in passes[0]},
                "counted": puzzle.counted, "num_puzzles": num, "sec_per_puzzle": seconds / (num * args.repeats),
-               "dataset": puzzle.dataset, "missing": puzzle.missing, "sampler": args.sampler, "steps": args.steps,
-               "samples": args.samples, "assign": args.assign, "seed": args.seed, "repeats": args.repeats,
-               "ckpt": args.ckpt, "train_step": solver.step}
+               "dataset": puzzle.dataset, "split": args.split, "missing": puzzle.missing, "sampler": args.sampler,
+               "steps": args.steps, "samples": args.samples, "assign": args.assign, "seed": args.seed,
+               "repeats": args.repeats, "ckpt": args.ckpt, "train_step": solver.step}
     if args.repeats > 1:
         metrics["passes"] = passes
     metrics.update({k: getattr(puzzle, k) for k in puzzle.reported})
@@ -353,6 +354,9 @@ def get_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ckpt", required=True, help="ckpt.pt written by train_image.py or train_video.py")
     p.add_argument("--num-puzzles", type=positive, default=200, help="test puzzles to solve and score")
+    p.add_argument("--split", default="test", choices=SCORED,
+                   help="the split to score: test (score it once, for the final figures) or val (choose recipes, "
+                        "sample counts and thresholds on it; training's held-out check reads it too)")
     p.add_argument("--seed", type=int, default=0, help="seed of the test puzzles (shuffles, crops) and noise")
     p.add_argument("--repeats", type=positive, default=1,
                    help="solve the test puzzles this many times, pass r with the shuffles and noise of --seed + r, and "
