@@ -29,7 +29,6 @@ from dataclasses import replace
 
 import numpy as np
 import torch
-from PIL import Image
 from tqdm import tqdm
 
 from animate import THUMB, Recorder, enlarge, puzzle_gif, solving_gif
@@ -50,7 +49,7 @@ from puzzles import (
     video_item,
     video_tensor,
 )
-from sources import fit_channels, fit_image, read_video
+from sources import fit_channels, fit_image, open_photo, read_video
 from vae import load_codec
 
 SCORED = {"test": "scored once, for the final figures", "val": "model selection"}
@@ -163,21 +162,6 @@ def score_test_set(args, solver):
 # ----------------------------------------------------------------------------
 # Your own photo or clip
 # ----------------------------------------------------------------------------
-
-def open_photo(path, grid, cell):
-    """The photo at `path` (PIL, loaded), refused in one sentence if unreadable or much smaller than the grid."""
-    try:
-        with Image.open(path) as im:
-            im.load()
-            photo = im.convert("RGB")
-    except (OSError, ValueError, Image.DecompressionBombError):
-        raise UserError(f"--image {path} could not be read as an image; pass a JPEG or PNG file") from None
-    h, w = grid[0] * cell, grid[1] * cell
-    if photo.width < w // 2 or photo.height < h // 2:
-        raise UserError(f"--image {path} is {photo.width}x{photo.height} px, too small for this checkpoint's "
-                        f"{grid[0]}x{grid[1]} grid (needs at least {w // 2}x{h // 2})")
-    return photo
-
 
 def solve_photo(args, solver):
     """

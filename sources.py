@@ -114,6 +114,21 @@ def fit_image(img, height, width, rng=None, hflip=False):
     return np.asarray(img, dtype=np.float32) / 255.0
 
 
+def open_photo(path, grid, cell):
+    """The photo at `path` (PIL, loaded), refused in one sentence if unreadable or much smaller than the grid."""
+    try:
+        with Image.open(path) as im:
+            im.load()
+            photo = im.convert("RGB")
+    except (OSError, ValueError, Image.DecompressionBombError):
+        raise UserError(f"--image {path} could not be read as an image; pass a JPEG or PNG file") from None
+    h, w = grid[0] * cell, grid[1] * cell
+    if photo.width < w // 2 or photo.height < h // 2:
+        raise UserError(f"--image {path} is {photo.width}x{photo.height} px, too small for this checkpoint's "
+                        f"{grid[0]}x{grid[1]} grid (needs at least {w // 2}x{h // 2})")
+    return photo
+
+
 @functools.lru_cache(maxsize=1024)
 def load_photo(path, short_side):
     """
