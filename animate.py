@@ -11,7 +11,7 @@ pieces show their content as it forms from noise (the sampling state x_t), outli
 their grid, videos as a strip of thumbnails along the time axis (a 1 x N grid, a piece's first frame each).
 
     rec = Recorder()                                       # a solve() callback: keeps puzzle 0's steps
-    positions, content = solve(model, diffusion, batch, table, replace(opts, callback=rec), anchored)
+    positions, _ = solve(model, diffusion, batch, table=table, opts=replace(opts, callback=rec), anchored=anchored)
     puzzle_gif("solving.gif", rec, batch, positions, table, grid=(3, 3), size=160, pixels=lambda x: x)
     solving_gif(...)    # the same from your own tiles per step (sample.py --image: the photo's own pixels)
 """
@@ -93,9 +93,9 @@ def draw_frame(tiles, cells, grid, marked, label):
         y, x = (int(round(v * pitch)) for v in cells[i])
         img[y0 + y:y0 + y + side, x0 + x:x0 + x + side] = tiles[i]
         if marked[i]:
-            outline(img, y0 + y, x0 + x, side, border)
+            outline(img, y0 + y, x0 + x, side=side, width=border)
         else:                                       # a thin edge, so that overlapping pieces stay apart
-            outline(img, y0 + y, x0 + x, side, 1, EDGE)
+            outline(img, y0 + y, x0 + x, side=side, width=1, color=EDGE)
     im = Image.fromarray((np.clip(img, 0, 1) * 255).round().astype(np.uint8))
     ImageDraw.Draw(im).text((border + 2, 4), label, font=font(14), fill=TEXT)
     return np.asarray(im)
@@ -136,10 +136,10 @@ def solving_gif(path, rec, table, grid, tiles_at, marked, final):
     Returns path.
     """
     steps = len(rec.codes)
-    frames = [draw_frame(tiles_at(i), soft_cells(code, table, grid), grid, marked, f"step {i + 1}/{steps}")
+    frames = [draw_frame(tiles_at(i), soft_cells(code, table, grid), grid, marked=marked, label=f"step {i + 1}/{steps}")
               for i, code in enumerate(rec.codes)]
     cells = np.stack(np.divmod(np.asarray(final), grid[1]), axis=1).astype(np.float32)   # (N, 2) row, col
-    frames.append(draw_frame(tiles_at(steps - 1), cells, grid, marked, f"step {steps}/{steps}: placed"))
+    frames.append(draw_frame(tiles_at(steps - 1), cells, grid, marked=marked, label=f"step {steps}/{steps}: placed"))
     return write_frames(path, frames, [STEP_MS] * steps + [HOLD_MS])
 
 
@@ -158,4 +158,4 @@ def puzzle_gif(path, rec, batch, positions, table, grid, size, pixels):
             return given
         made = enlarge(pixels(rec.content[i][None].to(content.device))[0], side)
         return np.where(missing[:, None, None, None], made, given)
-    return solving_gif(path, rec, table, grid, tiles_at, missing, positions[0])
+    return solving_gif(path, rec, table, grid=grid, tiles_at=tiles_at, marked=missing, final=positions[0])

@@ -87,7 +87,7 @@ class ImageConfig:
 
     def picture(self, batch, positions, content, k):
         """Puzzle k of a solved batch: shuffled input | solved | solved and inpainted | ground truth."""
-        return image_row(batch, positions, content, self.grid, k)
+        return image_row(batch, positions, content, grid=self.grid, k=k)
 
     def save_pictures(self, folder, rows):
         """examples.png of picture() rows; returns (path, what its columns show)."""
@@ -131,7 +131,7 @@ class VideoConfig:
 
     def check(self):
         """Refuse (UserError) piece counts, --missing or --frame-stride that cannot make a puzzle."""
-        check_video(self.pieces, self.frames_per_piece, self.missing, self.frame_stride)
+        check_video(self.pieces, self.frames_per_piece, self.missing, frame_stride=self.frame_stride)
 
     def table(self):
         """(pieces, 16): the 1D code of every time slot."""
@@ -157,7 +157,7 @@ class VideoConfig:
 
     def picture(self, batch, positions, content, k):
         """Puzzle k of a solved batch (content decoded to pixels): shuffled | solved | ground truth clips."""
-        return video_row(batch, positions, content, k)
+        return video_row(batch, positions, content, k=k)
 
     def save_pictures(self, folder, rows):
         """examples.gif of picture() rows; returns (path, what its columns show)."""
@@ -218,8 +218,9 @@ class Config:
                             "convert it with `python -m bench.upgrade OLD.pt NEW.pt`")
         puzzle = KINDS[d["kind"]]
         parts = {"puzzle": puzzle, "model": puzzle.model_config, "train": TrainConfig}
-        _check_keys(d, {"kind", "prediction", *parts}, "config", path)
-        return cls(prediction=d["prediction"], **{k: _typed(c, d[k], f"config.{k}", path) for k, c in parts.items()})
+        _check_keys(d, {"kind", "prediction", *parts}, "config", path=path)
+        typed = {k: _typed(c, d[k], f"config.{k}", path=path) for k, c in parts.items()}
+        return cls(prediction=d["prediction"], **typed)
 
 
 def _check_keys(d, want, where, path):
@@ -233,5 +234,5 @@ def _check_keys(d, want, where, path):
 
 def _typed(cls, d, where, path):
     """cls(**d), lists back to tuples, after checking that d's keys are exactly cls's fields."""
-    _check_keys(d, {f.name for f in fields(cls)}, where, path)
+    _check_keys(d, {f.name for f in fields(cls)}, where, path=path)
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})

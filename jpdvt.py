@@ -14,8 +14,8 @@ metrics in config.py.
   is nearest to its predicted one (a one-to-one assignment: Hungarian, or the paper's greedy rule).
 
     model = config.build_network(); diffusion = GaussianDiffusion(1000, config.prediction)
-    losses = puzzle_loss(model, diffusion, batch, table, anchored=False, weights={"code": 1.0, "content": 0.1})
-    positions, content = solve(model, diffusion, batch, table, SampleOptions(steps=50), anchored=False)
+    losses = puzzle_loss(model, diffusion, batch, table=table, anchored=False, weights={"code": 1.0, "content": 0.1})
+    positions, content = solve(model, diffusion, batch, table=table, opts=SampleOptions(steps=50), anchored=False)
 """
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -61,7 +61,7 @@ def puzzle_loss(model, diffusion, batch, table, anchored, weights):
     known = known_codes(batch, anchored)
     x0 = {"code": table[batch["true_pos"]], "content": batch["content"]}      # (B, N, D), (B, N, ...)
     masks = {"code": ~known, "content": batch["missing"]}                        # what is generated
-    return diffusion.training_losses(model_fn(model, batch["missing"], known), x0, masks, weights)
+    return diffusion.training_losses(model_fn(model, batch["missing"], known), x0, masks, weights=weights)
 
 
 # ----------------------------------------------------------------------------
@@ -88,7 +88,7 @@ def solve(model, diffusion, batch, table, opts, anchored, known=None, latents=Fa
     fn, b = model_fn(model, batch["missing"], known), len(content)
     cost, generated = 0, None
     for s in range(opts.samples):
-        out = diffusion.sample(fn, given, masks, opts.steps, opts.sampler, opts.generator,
+        out = diffusion.sample(fn, given, masks, steps=opts.steps, sampler=opts.sampler, generator=opts.generator,
                                unclipped=("content",) if latents else (), callback=opts.callback if s == 0 else None)
         cost = cost + torch.cdist(out["code"].float(), table[None].float().expand(b, -1, -1))  # (B, N, positions)
         generated = out["content"] if generated is None else generated

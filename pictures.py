@@ -60,7 +60,7 @@ def mark_cells(img, cells, grid, side, border):
     """Outline (red) the cells (raster indices) of an assemble()d picture of side px pieces and border px gaps."""
     for cell in cells:
         r, c = divmod(int(cell), grid[1])
-        outline(img, r * (side + border), c * (side + border), side, border)
+        outline(img, r * (side + border), c * (side + border), side=side, width=border)
     return img
 
 
@@ -226,15 +226,15 @@ def draw_codes(grid=(3, 3), slots=10):
     for i in range(rows * cols):
         r, c = divmod(i, cols)
         x, y = x0 + c * (cw + gx), gy0 + r * (ch + gy)
-        _stripes(draw, cells[i].numpy(), x, y, sw, ch)
+        _stripes(draw, cells[i].numpy(), x, y=y, width=sw, height=ch)
         draw.line([x + 16 * sw, y - 3, x + 16 * sw, y + ch + 2], fill=(0, 0, 0), width=2)   # column | row half
-        _centred(draw, f"cell ({r},{c})", x + cw / 2, y + ch + 10, small, (90, 90, 90))
+        _centred(draw, f"cell ({r},{c})", x + cw / 2, cy=y + ch + 10, fnt=small, fill=(90, 90, 90))
         if c + 1 < cols:                                   # to the right neighbour: a line with its length
             draw.line([x + cw + 6, y + ch / 2 + 6, x + cw + gx - 6, y + ch / 2 + 6], fill=(150, 150, 150), width=2)
-            _centred(draw, f"{dist[i, i + 1]:.2f}", x + cw + gx / 2, y + ch / 2 - 6, big)
+            _centred(draw, f"{dist[i, i + 1]:.2f}", x + cw + gx / 2, cy=y + ch / 2 - 6, fnt=big)
         if r + 1 < rows:                                   # to the neighbour below
             draw.line([x + cw / 2 + 50, y + ch + 6, x + cw / 2 + 50, y + ch + gy - 6], fill=(150, 150, 150), width=2)
-            _centred(draw, f"{dist[i, i + cols]:.2f}", x + cw / 2 + 76, y + ch + gy / 2, big)
+            _centred(draw, f"{dist[i, i + cols]:.2f}", x + cw / 2 + 76, cy=y + ch + gy / 2, fnt=big)
     far = ", ".join(f"({j // cols},{j % cols}) {dist[0, j]:.2f}" for j in (cols + 1, rows * cols - 1))
     draw.text((m, ty0 - 56), f"farther apart: cell (0,0) to {far}. Mostly the first stripes of each half differ: "
               "the slower sin/cos pairs (base 1000) barely turn over a few cells", font=small, fill=(90, 90, 90))
@@ -242,10 +242,10 @@ def draw_codes(grid=(3, 3), slots=10):
     x0 = (width - (slots * bw + (slots - 1) * tg)) // 2
     for i in range(slots):
         x = x0 + i * (bw + tg)
-        _stripes(draw, times[i].numpy(), x, ty0, tw, th)
-        _centred(draw, f"slot {i}", x + bw / 2, ty0 + th + 10, small, (90, 90, 90))
+        _stripes(draw, times[i].numpy(), x, y=ty0, width=tw, height=th)
+        _centred(draw, f"slot {i}", x + bw / 2, cy=ty0 + th + 10, fnt=small, fill=(90, 90, 90))
         if i + 1 < slots:
-            _centred(draw, f"{tdist[i, i + 1]:.2f}", x + bw + tg / 2, ty0 + th / 2, big)
+            _centred(draw, f"{tdist[i, i + 1]:.2f}", x + bw + tg / 2, cy=ty0 + th / 2, fnt=big)
     far = " ".join(f"{d:.2f}" for d in tdist[0, 1:].tolist())
     draw.text((m, ty0 + th + 26), f"distance from slot 0: {far} (not monotone: the fastest sin/cos pair turns full "
               "circle every 6.3 slots)", font=small, fill=(90, 90, 90))
@@ -253,7 +253,7 @@ def draw_codes(grid=(3, 3), slots=10):
     bx, by = width - m - 200, ty0 + th + 52
     im.paste(Image.fromarray(bar), (bx, by))
     for v, x in ((-1, bx), (0, bx + 100), (1, bx + 200)):
-        _centred(draw, f"{v:+d}" if v else "0", x, by + 22, small)
+        _centred(draw, f"{v:+d}" if v else "0", x, cy=by + 22, fnt=small)
     return np.asarray(im)
 
 

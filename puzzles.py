@@ -184,8 +184,8 @@ class ImagePuzzles(torch.utils.data.Dataset):
         self.train = split == "train"
         self.mix_shapes = cfg.mix_shapes if self.train else 0.0
         self.crop_scale = cfg.crop_scale if self.train and cfg.dataset == "folder" else None
-        self.files = None if cfg.dataset == "shapes" else split_files(cfg.data_dir, split, cfg.dataset, list_images,
-                                                                      "images", IMAGE_EXTS)
+        self.files = None if cfg.dataset == "shapes" else split_files(
+            cfg.data_dir, split, cfg.dataset, lister=list_images, what="images", exts=IMAGE_EXTS)
         self.skipped = set()
 
     def __len__(self):
@@ -211,14 +211,14 @@ class ImagePuzzles(torch.utils.data.Dataset):
                 if self.crop_scale:
                     photo = load_photo(path, math.ceil(max(h, w) / self.crop_scale[0]))
                     if min(photo.size) >= max(h, w):
-                        return random_crop(photo, h, w, rng, self.crop_scale)
-                    note_skip(self.skipped, path, f"too small (under {max(h, w)} px a side) image", n)
+                        return random_crop(photo, h, w, rng=rng, scale=self.crop_scale)
+                    note_skip(self.skipped, path, f"too small (under {max(h, w)} px a side) image", total=n)
                     continue
                 with Image.open(path) as im:
-                    return fit_image(im, h, w, rng if self.train else None, hflip=self.cfg.dataset == "imagenet"
+                    return fit_image(im, h, w, rng=rng if self.train else None, hflip=self.cfg.dataset == "imagenet"
                                      and self.train)
             except (OSError, ValueError, Image.DecompressionBombError):
-                note_skip(self.skipped, path, "unreadable image", n)
+                note_skip(self.skipped, path, "unreadable image", total=n)
         raise UserError(f"--data-dir: none of the {n} {self.split} images could be read" +
                         (f" and is at least {max(h, w)} px on its shorter side; use a smaller --piece-size or "
                          "larger photos" if self.crop_scale else ""))
@@ -227,9 +227,9 @@ class ImagePuzzles(torch.utils.data.Dataset):
         cfg = self.cfg
         rng = np.random.default_rng([self.seed, SPLITS[self.split], int(i)])
         img = self.source(int(i), rng)
-        pieces = cut_image(img, cfg.grid, cfg.piece_size, cfg.gap, rng if self.train else None)
+        pieces = cut_image(img, cfg.grid, cfg.piece_size, gap=cfg.gap, rng=rng if self.train else None)
         k = int(rng.integers(0, cfg.missing + 1)) if self.train else cfg.missing
-        true_pos, miss = shuffle_pieces(len(pieces), rng, k, cfg.anchor)
+        true_pos, miss = shuffle_pieces(len(pieces), rng, k, anchor=cfg.anchor)
         content = torch.from_numpy(pieces[true_pos]).permute(0, 3, 1, 2) * 2 - 1   # (N, 3, P, P)
         return dict(content=content.float(), true_pos=torch.from_numpy(true_pos), missing=torch.from_numpy(miss))
 
@@ -328,8 +328,8 @@ class VideoPuzzles(torch.utils.data.Dataset):
                                 f"{self.span * self.stride} of {cfg.pieces} pieces x {cfg.frames_per_piece} frames x "
                                 f"--frame-stride {self.stride}; use fewer or shorter pieces")
         elif cfg.dataset == "videos":
-            self.files = split_files(cfg.data_dir, split, cfg.dataset, list_videos, "videos",
-                                     VIDEO_EXTS + ("frame folders",))
+            self.files = split_files(cfg.data_dir, split, cfg.dataset, lister=list_videos, what="videos",
+                                     exts=VIDEO_EXTS + ("frame folders",))
         self.skipped = set()
 
     def __len__(self):
@@ -346,7 +346,7 @@ class VideoPuzzles(torch.utils.data.Dataset):
             clip = moving_digits(rng, self.span * self.stride, size)[::self.stride, :, :, None]
         elif self.mnist_dir is not None:
             digits = mnist_digits(self.mnist_dir, self.digits)
-            clip = moving_mnist(digits, rng, max(20, self.span * self.stride), size)[::self.stride, :, :, None]
+            clip = moving_mnist(digits, rng, max(20, self.span * self.stride), size=size)[::self.stride, :, :, None]
         elif self.videos is not None:
             clip = self.videos[i, ::self.stride, :, :, None].astype(np.float32) / 255
             if size != clip.shape[1]:
@@ -366,11 +366,11 @@ class VideoPuzzles(torch.utils.data.Dataset):
             try:
                 clip = read_video(path, self.stride, self.cfg.size)
             except UserError:
-                note_skip(self.skipped, path, "unreadable video", n)
+                note_skip(self.skipped, path, "unreadable video", total=n)
                 continue
             if len(clip) >= self.span:
                 return clip
-            note_skip(self.skipped, path, f"too short (under {self.span} frames) video", n)
+            note_skip(self.skipped, path, f"too short (under {self.span} frames) video", total=n)
         raise UserError(f"--data-dir: none of the {n} {self.split} videos is readable and at least "
                         f"{self.span * self.stride} frames long ({self.cfg.pieces} pieces x "
                         f"{self.cfg.frames_per_piece} frames x --frame-stride {self.stride}); use fewer or shorter "
@@ -389,4 +389,4 @@ class VideoPuzzles(torch.utils.data.Dataset):
         pieces = self.pieces_at(int(i))
         k = min(int(rng.integers(0, self.cfg.missing + 1)) if self.train else self.cfg.missing, pieces - 2)
         start = None if self.train else (len(clip) - self.span) // 2
-        return video_item(make_video_puzzle(clip, pieces, self.cfg.frames_per_piece, rng, k, start))
+        return video_item(make_video_puzzle(clip, pieces, self.cfg.frames_per_piece, rng=rng, missing=k, start=start))

@@ -80,8 +80,8 @@ class Solver:
         latent model: see pixels()). callback: called after every sampling step (jpdvt.solve)."""
         if self.codec:
             batch = self.codec.encode_batch(batch)
-        return solve(self.model, self.diffusion, batch, self.table, replace(self.opts, callback=callback),
-                     self.config.puzzle.anchor, known, latents=self.codec is not None)
+        return solve(self.model, self.diffusion, batch, table=self.table, opts=replace(self.opts, callback=callback),
+                     anchored=self.config.puzzle.anchor, known=known, latents=self.codec is not None)
 
     def pixels(self, content):
         """Generated content as pixels (decoded by the autoencoder of a latent model), for pictures."""
@@ -93,8 +93,9 @@ def animate_puzzle(path, rec, solver, batch, positions):
     video pieces as thumbnails of about THUMB px; returns path."""
     puzzle = solver.config.puzzle
     image = puzzle.kind == "image"
-    return puzzle_gif(path, rec, batch, positions, solver.table, puzzle.grid if image else (1, puzzle.pieces),
-                      DISPLAY_PIECE if image else THUMB, solver.pixels)
+    return puzzle_gif(path, rec, batch, positions=positions, table=solver.table,
+                      grid=puzzle.grid if image else (1, puzzle.pieces), size=DISPLAY_PIECE if image else THUMB,
+                      pixels=solver.pixels)
 
 
 # ----------------------------------------------------------------------------
@@ -126,7 +127,8 @@ def score_test_set(args, solver):
             pos, content = solver.solve(batch, callback=rec)
             seconds += time.time() - t
             if rec:
-                animation = animate_puzzle(os.path.join(args.out, "solving.gif"), rec, solver, batch, pos)
+                animation = animate_puzzle(os.path.join(args.out, "solving.gif"), rec, solver, batch=batch,
+                                           positions=pos)
             positions.append(pos)
             truth.append({k: batch[k].cpu() for k in ("true_pos", "missing")})
             shown = min(puzzle.pictured - len(rows), len(pos))
@@ -173,8 +175,8 @@ def solve_photo(args, solver):
     puzzle, device = solver.config.puzzle, solver.device
     grid, piece, gap = puzzle.grid, puzzle.piece_size, puzzle.gap
     photo = open_photo(args.image, grid, piece + gap)
-    pieces = cut_image(fit_image(photo, grid[0] * (piece + gap), grid[1] * (piece + gap)), grid, piece, gap)
-    true_pos, miss = shuffle_pieces(len(pieces), np.random.default_rng(args.seed), puzzle.missing, puzzle.anchor)
+    pieces = cut_image(fit_image(photo, grid[0] * (piece + gap), grid[1] * (piece + gap)), grid, piece, gap=gap)
+    true_pos, miss = shuffle_pieces(len(pieces), np.random.default_rng(args.seed), puzzle.missing, anchor=puzzle.anchor)
     batch = {"content": torch.from_numpy(pieces[true_pos]).permute(0, 3, 1, 2)[None].float().to(device) * 2 - 1,
              "true_pos": torch.from_numpy(true_pos)[None].to(device),
              "missing": torch.from_numpy(miss)[None].to(device)}
@@ -185,21 +187,23 @@ def solve_photo(args, solver):
     k = max(1.0, min(DISPLAY_PIECE / piece, min(photo.width / grid[1], photo.height / grid[0]) / (piece + gap)))
     big_piece, big_gap = round(piece * k), round(gap * k)
     big = cut_image(fit_image(photo, grid[0] * (big_piece + big_gap), grid[1] * (big_piece + big_gap)), grid,
-                    big_piece, big_gap)
+                    big_piece, gap=big_gap)
     n, border, gone = len(big), max(2, big_piece // 40), miss[:, None, None, None]
     given = big[true_pos]                                                  # (N, S, S, 3) in shuffled order
     solved = np.where(gone, enlarge(generated[0], big_piece, smooth=True), given)
-    solution = mark_cells(assemble(solved, pos[0], grid, border, fill=1.0), pos[0][miss], grid, big_piece, border)
+    solution = mark_cells(assemble(solved, pos[0], grid, border=border, fill=1.0), pos[0][miss], grid, side=big_piece,
+                          border=border)
     out = os.path.join(args.out, stem(args.image) + "_solved.png")
-    save_png(out, stack([assemble(np.where(gone, 0.5, given), np.arange(n), grid, border, fill=1.0), solution,
-                         assemble(big, np.arange(n), grid, border, fill=1.0)], gap=4 * border))
+    save_png(out, stack([assemble(np.where(gone, 0.5, given), np.arange(n), grid, border=border, fill=1.0), solution,
+                         assemble(big, np.arange(n), grid, border=border, fill=1.0)], gap=4 * border))
     kept = n - puzzle.missing
     placed = round(acc["piece_acc"] * (kept - int(puzzle.anchor))) + int(puzzle.anchor)
     print(f"{'solved' if acc['puzzle_acc'] == 1.0 else 'not solved'}: {placed}/{kept} given pieces in place, "
           f"{puzzle.missing} generated; wrote {out} (input | solution | original)")
     if rec:
-        gif = solving_gif(os.path.join(args.out, stem(args.image) + "_solving.gif"), rec, solver.table, grid,
-                          lambda i: np.where(gone, enlarge(rec.content[i], big_piece), given), miss, pos[0])
+        gif = solving_gif(os.path.join(args.out, stem(args.image) + "_solving.gif"), rec, solver.table, grid=grid,
+                          tiles_at=lambda i: np.where(gone, enlarge(rec.content[i], big_piece), given), marked=miss,
+                          final=pos[0])
         print(f"wrote {gif} (the sampling, generated pieces in red)")
     return acc
 
@@ -226,18 +230,19 @@ def order_clip(args, solver):
     puzzle = solver.config.puzzle
     pieces, fpp = puzzle.pieces, puzzle.frames_per_piece
     clip = read_clip(args, puzzle, pieces * fpp)
-    cut = make_video_puzzle(clip, pieces, fpp, np.random.default_rng(args.seed), puzzle.missing, start=0)
+    cut = make_video_puzzle(clip, pieces, fpp, rng=np.random.default_rng(args.seed), missing=puzzle.missing, start=0)
     batch = {k: v[None].to(solver.device) for k, v in video_item(cut).items()}   # a batch of one
     rec = Recorder() if args.animate else None
     pos, generated = solver.solve(batch, callback=rec)
     scores = puzzle.score(pos, batch)
     gif = write_rows(os.path.join(args.out, f"{stem(args.video)}_solved.gif"),
-                     [video_row(batch, pos, solver.pixels(generated), 0)], ["shuffled", "solved", "original"])
+                     [video_row(batch, pos, solver.pixels(generated), k=0)], ["shuffled", "solved", "original"])
     print(f"predicted positions of the shuffled pieces {pos[0].tolist()} (true {cut['true_pos'].tolist()}): "
           f"Kendall distance {scores['kendall']:.3f}, {'in order' if scores['exact'] == 1 else 'not in order'}; "
           f"wrote {gif} (shuffled | solved | original)")
     if rec:
-        path = animate_puzzle(os.path.join(args.out, f"{stem(args.video)}_solving.gif"), rec, solver, batch, pos)
+        path = animate_puzzle(os.path.join(args.out, f"{stem(args.video)}_solving.gif"), rec, solver, batch=batch,
+                              positions=pos)
         print(f"wrote {path} (the sampling, generated pieces in red)")
     return scores
 
@@ -275,7 +280,7 @@ def superres(args, solver):
              "missing": torch.from_numpy(~keep).to(device).expand(b, -1)}
     _, generated = solver.solve(batch, known=torch.ones_like(batch["missing"]))
     generated = solver.pixels(generated)
-    rows = [video_row(batch, np.arange(pieces)[None].repeat(b, 0), generated, i) for i in range(b)]
+    rows = [video_row(batch, np.arange(pieces)[None].repeat(b, 0), generated, k=i) for i in range(b)]
     if args.video:                                             # no ground truth for the user's clip
         rows = [(clips[:2], marks[:2]) for clips, marks in rows]
     name = f"{stem(args.video)}_superres.gif" if args.video else "superres.gif"

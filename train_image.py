@@ -67,11 +67,11 @@ def make_config(args):
 
 
 def main(args):
-    config, ckpt = start_run(args, get_parser(), "image", make_config)
+    config, ckpt = start_run(args, get_parser(), kind="image", make_config=make_config)
     seed = config.train.seed
     held_out = config.puzzle.puzzles("val", seed)                # model selection: never the test split
     eval_batch = collate([held_out[i] for i in range(min(config.train.eval_puzzles, len(held_out)))])
-    train(config, config.puzzle.puzzles("train", seed), eval_batch, args, ckpt)
+    train(config, config.puzzle.puzzles("train", seed), eval_batch, args=args, ckpt=ckpt)
 
 
 def get_parser():

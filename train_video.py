@@ -66,7 +66,7 @@ def make_config(args):
 
 
 def main(args):
-    config, ckpt = start_run(args, get_parser(), "video", make_config)
+    config, ckpt = start_run(args, get_parser(), kind="video", make_config=make_config)
     codec = load_codec(config.puzzle.vae) if config.puzzle.vae else None
     seed = config.train.seed
     train_set = config.puzzle.puzzles("train", seed)
@@ -75,7 +75,7 @@ def main(args):
                         "MNIST IDX files); drop it for a fixed set of videos")
     held_out = config.puzzle.puzzles("val", seed)                # model selection: never the test split
     eval_batch = collate([held_out[i] for i in range(min(config.train.eval_puzzles, len(held_out)))])
-    train(config, train_set, eval_batch, args, ckpt, codec.encode_batch if codec else None)
+    train(config, train_set, eval_batch, args=args, ckpt=ckpt, encode=codec.encode_batch if codec else None)
 
 
 def get_parser():

@@ -51,23 +51,23 @@ def train(config, train_set, eval_batch, args, ckpt=None, encode=None):
     ema = copy.deepcopy(model).eval().requires_grad_(False)
     opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=0.0, fused=device.type == "cuda")
     scaler = torch.amp.GradScaler(enabled=tc.precision == "fp16" and device.type == "cuda")
-    step = resume_or_init(ckpt, args.init, config, (model, ema, opt, scaler))
-    net = prepare_model(model, device, world, args.compile)
+    step = resume_or_init(ckpt, args.init, config, objects=(model, ema, opt, scaler))
+    net = prepare_model(model, device, world=world, compile_=args.compile)
     diffusion, table = GaussianDiffusion(1000, config.prediction), config.puzzle.table().to(device)
     weights = {"code": tc.weight_code, "content": tc.weight_content}
     encode = encode or (lambda batch: batch)
     eval_batch = encode(to_device(eval_batch, device))
-    log = Log(args.out, rank, step, tc.max_steps)
+    log = Log(args.out, rank, step=step, max_steps=tc.max_steps)
     log.write(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {world} process(es) on "
               f"{device}, step {step} -> {tc.max_steps}", file=False)
-    for batch in batches(train_set, tc, step, (rank, world), args.workers):
+    for batch in batches(train_set, tc, step, ranks=(rank, world), workers=args.workers):
         torch.manual_seed(tc.seed * 1_000_003 + step * world + rank)   # noise of this step: exact on resume
         batch = encode(to_device(batch, device))
         lr = learning_rate(tc, step)
         for group in opt.param_groups:
             group["lr"] = lr
         with autocast(device, tc.precision):
-            losses = puzzle_loss(net, diffusion, batch, table, config.puzzle.anchor, weights)
+            losses = puzzle_loss(net, diffusion, batch, table=table, anchored=config.puzzle.anchor, weights=weights)
         if not torch.isfinite(losses["loss"]):
             raise UserError(f"loss became {losses['loss'].item()} at step {step}; the last good checkpoint is "
                             f"{log.ckpt} (try a lower --lr or --precision fp32)")
@@ -81,16 +81,17 @@ def train(config, train_set, eval_batch, args, ckpt=None, encode=None):
         ema_update(ema, model, min(tc.ema_decay, (1 + step) / (10 + step)))
         log.step(step, losses, lr)
         if log.master and tc.eval_every and step % tc.eval_every == 0 and step < tc.max_steps:
-            log.write(f"eval step {step} " + held_out_check(ema, diffusion, eval_batch, config, device)[1])
+            line = held_out_check(ema, diffusion, eval_batch, config=config, device=device)[1]
+            log.write(f"eval step {step} {line}")
         if log.master and (step % tc.ckpt_every == 0 or step == tc.max_steps):
-            save_checkpoint(log.ckpt, state(config, model, ema, opt, scaler, step))
+            save_checkpoint(log.ckpt, state(config, model, ema, opt=opt, scaler=scaler, step=step))
     log.bar.close()
     if log.master:
-        metrics, line = held_out_check(ema, diffusion, eval_batch, config, device)
+        metrics, line = held_out_check(ema, diffusion, eval_batch, config=config, device=device)
         log.write(f"final step {step} {line}")
         print(f"held-out ({len(eval_batch['true_pos'])} val puzzles, DDIM-{tc.eval_steps}): "
               + ", ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
-        save_checkpoint(log.ckpt, state(config, model, ema, opt, scaler, step))
+        save_checkpoint(log.ckpt, state(config, model, ema, opt=opt, scaler=scaler, step=step))
     log.close()
     if world > 1:
         dist.destroy_process_group()
@@ -100,8 +101,8 @@ def held_out_check(ema, diffusion, batch, config, device):
     """The EMA model on the held-out batch: DDIM (deterministic, so that successive checks compare), noise seed 0."""
     noise = torch.Generator(device).manual_seed(0)
     opts = SampleOptions(steps=config.train.eval_steps, sampler="ddim", generator=noise)
-    positions, _ = solve(ema, diffusion, batch, config.puzzle.table().to(device), opts, config.puzzle.anchor,
-                         latents=config.puzzle.vae is not None)
+    positions, _ = solve(ema, diffusion, batch, table=config.puzzle.table().to(device), opts=opts,
+                         anchored=config.puzzle.anchor, latents=config.puzzle.vae is not None)
     metrics = config.puzzle.score(positions, batch)
     return metrics, " ".join(f"{k} {v:.4f}" for k, v in metrics.items())
 
@@ -256,7 +257,7 @@ class StepBatches(torch.utils.data.Sampler):
 
 def batches(train_set, tc, step, ranks, workers):
     """The training batches from `step` to tc.max_steps of this process (ranks = (rank, world))."""
-    sampler = StepBatches(len(train_set), tc, step, *ranks)
+    sampler = StepBatches(len(train_set), tc, start_step=step, rank=ranks[0], world=ranks[1])
     return torch.utils.data.DataLoader(train_set, batch_sampler=sampler, num_workers=workers)
 
 

@@ -128,9 +128,9 @@ class Level(nn.Module):
 
     def __init__(self, c_in, c_out, layers, emb_dim, cfg, attn):
         super().__init__()
-        self.res = nn.ModuleList([ResBlock(c_in if i == 0 else c_out, c_out, emb_dim, cfg.norm_groups)
+        self.res = nn.ModuleList([ResBlock(c_in if i == 0 else c_out, c_out, emb_dim, groups=cfg.norm_groups)
                                   for i in range(layers)])
-        self.attn = nn.ModuleList([Attention2Plus1D(c_out, cfg.heads, cfg.head_dim, cfg.norm_groups)
+        self.attn = nn.ModuleList([Attention2Plus1D(c_out, cfg.heads, cfg.head_dim, groups=cfg.norm_groups)
                                    for _ in range(layers)]) if attn else None
 
     def forward(self, x, emb, frames):
@@ -188,16 +188,16 @@ class UNet3D(nn.Module):
         # encoder
         p2 = cfg.patch_size ** 2
         self.conv_in = nn.Conv2d(p2 * (cfg.in_channels + cfg.code_channels), ch[0], 3, padding=1)
-        self.down = nn.ModuleList([Level(ch[i], ch[i], cfg.layers_per_block, emb_dim, cfg, i in cfg.attn_levels)
-                                   for i in range(self.levels)])
+        self.down = nn.ModuleList([Level(ch[i], ch[i], cfg.layers_per_block, emb_dim=emb_dim, cfg=cfg,
+                                         attn=i in cfg.attn_levels) for i in range(self.levels)])
         self.downsample = nn.ModuleList([Downsample(ch[i], ch[i + 1]) for i in range(self.levels - 1)])
         # middle block: resnet, attention, resnet
-        self.mid_res1 = ResBlock(ch[-1], ch[-1], emb_dim, cfg.norm_groups)
-        self.mid_attn = Attention2Plus1D(ch[-1], cfg.heads, cfg.head_dim, cfg.norm_groups)
-        self.mid_res2 = ResBlock(ch[-1], ch[-1], emb_dim, cfg.norm_groups)
+        self.mid_res1 = ResBlock(ch[-1], ch[-1], emb_dim, groups=cfg.norm_groups)
+        self.mid_attn = Attention2Plus1D(ch[-1], cfg.heads, cfg.head_dim, groups=cfg.norm_groups)
+        self.mid_res2 = ResBlock(ch[-1], ch[-1], emb_dim, groups=cfg.norm_groups)
         # decoder: at level i, concat the encoder's level-i features (skip), then the level's blocks
-        self.up = nn.ModuleList([Level(2 * ch[i], ch[i], cfg.layers_per_block, emb_dim, cfg, i in cfg.attn_levels)
-                                 for i in range(self.levels)])
+        self.up = nn.ModuleList([Level(2 * ch[i], ch[i], cfg.layers_per_block, emb_dim=emb_dim, cfg=cfg,
+                                       attn=i in cfg.attn_levels) for i in range(self.levels)])
         self.upsample = nn.ModuleList([Upsample(ch[i + 1], ch[i]) for i in range(self.levels - 1)])
 
         # heads

@@ -46,7 +46,7 @@ def main(ckpt_path="checkpoints/image-shapes-3x3.pt"):
     show("x_t", xt, f"(B, N, 32): sqrt(abar_t) x0 + sqrt(1 - abar_t) noise at t = {t.item()}")
     with torch.no_grad():
         pred, _ = model(xt, batch["content"], t, batch["missing"])
-        loss = puzzle_loss(model, diffusion, batch, table, anchored=False, weights={"code": 1.0, "content": 0.1})
+        loss = puzzle_loss(model, diffusion, batch, table=table, anchored=False, weights={"code": 1.0, "content": 0.1})
     show("prediction", pred, f"(B, N, 32): the network's x0 estimate; MSE {((pred - x0) ** 2).mean():.1e} at this t")
     print(f"  loss at a random t: {loss['loss'].item():.4f} (code part {loss['code'].item():.4f})")
 
@@ -62,7 +62,7 @@ def main(ckpt_path="checkpoints/image-shapes-3x3.pt"):
     positions = assign(dist[0], "hungarian")
     print(f"  positions     {str(positions.shape):<16} one distinct cell per piece (Hungarian) {positions.tolist()}")
     opts = SampleOptions(steps=50, sampler="ddpm", generator=torch.Generator().manual_seed(0))
-    again, _ = solve(model, diffusion, batch, table, opts, anchored=False)
+    again, _ = solve(model, diffusion, batch, table=table, opts=opts, anchored=False)
     assert (again[0] == positions).all()                        # solve() is exactly step 4's lines
     metrics = config.puzzle.score(positions[None], batch)
     print(f"5. Scoring (config.py): {metrics['piece_acc']:.0%} of the pieces in place, puzzle "

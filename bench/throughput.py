@@ -77,7 +77,7 @@ def measure(device, steps=10):
 
             def train_step():
                 with autocast(device, precision):
-                    loss = puzzle_loss(net, diffusion, b, table, puzzle.anchor, None)["loss"]
+                    loss = puzzle_loss(net, diffusion, b, table=table, anchored=puzzle.anchor, weights=None)["loss"]
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
@@ -93,7 +93,7 @@ def measure(device, steps=10):
                 m["mfu"] = flops * rate / peak
             if precision == "fp32":
                 opts = SampleOptions(steps=50, sampler="ddim")
-                m["puzzles_per_s_ddim50"] = batch / timed(lambda: solve(model.eval(), diffusion, b, table, opts,
-                                                                        puzzle.anchor))
+                m["puzzles_per_s_ddim50"] = batch / timed(lambda: solve(model.eval(), diffusion, b, table=table,
+                                                                        opts=opts, anchored=puzzle.anchor))
             rows[f"throughput {name} {precision}{' compile' if compiled else ''}"] = m
     return rows
