@@ -47,6 +47,7 @@ class ImageConfig:
     anchor: bool = False                     # the true code of the first shuffled piece is given (paper's anchoring)
     crop_scale: Tuple[float, float] = (0.3, 1.0)  # folder, training: side of a random view, of the largest box
     mix_shapes: float = 0.0                  # folder/imagenet, training: this fraction of puzzles are built-in shapes
+    color_jitter: float = 0.0                # folder/imagenet, training: photometric augmentation strength
 
     kind: ClassVar[str] = "image"
     model_config: ClassVar[type] = DiTConfig
@@ -166,6 +167,8 @@ class VideoConfig:
 
 
 KINDS = {"image": ImageConfig, "video": VideoConfig}
+# fields added since the typed format, with the values that reproduce checkpoints written before them
+ADDED = {"color_jitter": 0.0}
 
 
 # ----------------------------------------------------------------------------
@@ -233,6 +236,9 @@ def _check_keys(d, want, where, path):
 
 
 def _typed(cls, d, where, path):
-    """cls(**d), lists back to tuples, after checking that d's keys are exactly cls's fields."""
-    _check_keys(d, {f.name for f in fields(cls)}, where, path=path)
+    """cls(**d), lists back to tuples, after checking that d's keys are cls's fields (missing: only ADDED ones)."""
+    names = {f.name for f in fields(cls)}
+    if isinstance(d, dict):
+        d = {**{k: v for k, v in ADDED.items() if k in names}, **d}
+    _check_keys(d, names, where, path=path)
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})

@@ -34,6 +34,7 @@ from sources import (
     IMAGE_EXTS,
     VIDEO_EXTS,
     _resize,
+    color_jitter,
     fit_channels,
     fit_image,
     list_images,
@@ -197,7 +198,15 @@ class ImagePuzzles(torch.utils.data.Dataset):
         return epoch_index(i, len(self.files), self.seed) if self.train else i
 
     def source(self, i, rng):
-        """The (H, W, 3) float image of stream position i, sized to the grid's cells."""
+        """The (H, W, 3) float image of stream position i, sized to the grid's cells (training photos: with
+        --color-jitter's photometric augmentation)."""
+        img = self.photo(i, rng)
+        if self.train and self.cfg.color_jitter and self.files is not None:
+            img = color_jitter(img, rng, self.cfg.color_jitter)
+        return img
+
+    def photo(self, i, rng):
+        """The image of stream position i: a photo view, or built-in shapes."""
         cell = self.cfg.piece_size + self.cfg.gap
         h, w = self.cfg.grid[0] * cell, self.cfg.grid[1] * cell
         if self.files is None or (self.mix_shapes and rng.random() < self.mix_shapes):

@@ -159,6 +159,21 @@ def random_crop(photo, height, width, rng, scale=(0.3, 1.0)):
     return np.asarray(out, dtype=np.float32) / 255.0
 
 
+def color_jitter(img, rng, strength):
+    """
+    Photometric augmentation of a training view (H, W, 3) in [0, 1]: brightness, contrast and saturation each scaled
+    by a factor uniform in [1 - strength, 1 + strength], and grey (Rec. 601 luma) with probability strength / 4.
+    """
+    brightness, contrast, saturation = rng.uniform(1 - strength, 1 + strength, 3)
+    img = img * brightness
+    img = (img - img.mean()) * contrast + img.mean()
+    grey = img @ np.array([0.299, 0.587, 0.114], np.float32)                   # (H, W)
+    img = grey[..., None] + (img - grey[..., None]) * saturation
+    if rng.random() < strength / 4:
+        img = np.repeat(grey[..., None], 3, axis=-1)
+    return np.clip(img, 0, 1).astype(np.float32)
+
+
 def list_images(root):
     """All image files under root (recursive), sorted."""
     out = []

@@ -48,6 +48,7 @@ MISSING_0_3 = [["--missing", str(k)] for k in range(4)]   # score a model traine
 PHOTO_PASSES = 8
 REPEATS = ["--repeats", str(PHOTO_PASSES)]
 PHOTO_TEST = [REPEATS]
+VAL_TEST = [["--split", "val", *REPEATS], REPEATS]     # choose on the val photos, then score the test photos once
 PHOTO_MISSING_0_3 = [m + REPEATS for m in MISSING_0_3]
 MMNIST = ["--dataset", "movingmnist", "--data-dir", MNIST, "--size", "32", "--lr", "1e-3", "--schedule", "cosine",
           "--eval-every", "500", "--eval-puzzles", "32"]
@@ -84,6 +85,11 @@ RECIPES = {
     # the shapes mix at the calibration length of the 16 and 24 px rows
     "image-photos-3x3-mix": ("train_image.py", MIXED + ["--eval-every", "2000", "--max-steps", "6000"],
                              [REPEATS, ["--dataset", "shapes"]]),
+    # issue 22, generalization levers: one change each from the shapes-mix calibration recipe, trained with the val
+    # split held out (183 of the 205 photos), scored on val (8 passes), then on the test photos (8 passes)
+    "image-photos-3x3-mix-val": ("train_image.py", MIXED + ["--eval-every", "2000", "--max-steps", "6000"], VAL_TEST),
+    "image-photos-3x3-mix-color0.4": ("train_image.py", MIXED + ["--color-jitter", "0.4", "--eval-every", "2000",
+                                                                 "--max-steps", "6000"], VAL_TEST),
     "image-photos-3x3-gap-missing": ("train_image.py", PHOTO_3X3 + ["--gap", "8", "--missing", "3", "--max-steps",
                                                                     "16000"], PHOTO_MISSING_0_3),
     "image-3x3": ("train_image.py", IMAGE_3X3 + ["--schedule", "cosine", "--max-steps", "5000"], [[]]),

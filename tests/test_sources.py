@@ -1,11 +1,13 @@
 """Image and video files (sources.py): disjoint train/val/test splits in every folder layout, fresh photo views."""
+from dataclasses import asdict, replace
+
 import numpy as np
 import pytest
 import torch
 from PIL import Image
 
 from cli import UserError
-from config import ImageConfig
+from config import ImageConfig, _typed
 from puzzles import ImagePuzzles
 from sources import IMAGE_EXTS, list_images, random_crop, split_files
 
@@ -104,3 +106,17 @@ def test_mix_shapes_puts_procedural_puzzles_in_the_training_stream(tmp_path):
     assert shapes_count(folder(tmp_path, "train")) == 0
     assert 5 < shapes_count(folder(tmp_path, "train", mix_shapes=0.5)) < 35                 # about half
     assert folder(tmp_path, "test", mix_shapes=0.5)[0]["content"].std() == 0               # test: photos
+
+
+def test_color_jitter_changes_training_photos_only(tmp_path):
+    """--color-jitter: training views get photometric augmentation (in range, different from plain views); val and
+    test puzzles are the plain ones; a checkpoint config without the field reads it as 0 (config.ADDED)."""
+    photos(tmp_path / "train", 12)
+    photos(tmp_path / "test", 2)
+    plain = ImageConfig(dataset="folder", data_dir=str(tmp_path), grid=(2, 2), piece_size=8)
+    jitter = replace(plain, color_jitter=0.5)
+    a, b = plain.puzzles("train", 0)[1]["content"], jitter.puzzles("train", 0)[1]["content"]
+    assert b.min() >= -1 and b.max() <= 1 and not torch.equal(a, b)
+    assert torch.equal(plain.puzzles("test", 0)[0]["content"], jitter.puzzles("test", 0)[0]["content"])
+    d = {k: v for k, v in asdict(plain).items() if k != "color_jitter"}
+    assert _typed(ImageConfig, d, "config.puzzle", "old.pt") == plain
