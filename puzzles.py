@@ -9,15 +9,14 @@ Paper: "Image Jigsaw Puzzles Experiments", "Temporal Jigsaw Puzzles Experiments"
   never missing), the others are shuffled.
 Pieces are shuffled with a seeded generator and up to K of them are missing (0..K at random while training,
 exactly K when evaluating). Every sample is a pure function of (seed, split, stream position), so a batch is a
-pure function of the step: that is what makes resuming exact and the train and test streams disjoint.
+pure function of the step: that is what makes resuming exact and the train, val and test streams disjoint.
+Where the pixels come from: synthetic.py (built in), sources.py (image and video files), mnist.py (Moving MNIST).
 
     test = ImagePuzzles(ImageConfig(grid=(3, 3), piece_size=16, missing=1), "test")         # config.py
     item = test[0]   # content (9, 3, 16, 16) in [-1, 1], true_pos (9,) true position of each piece, missing (9,)
     test = VideoPuzzles(VideoConfig(pieces=5, frames_per_piece=4, size=32, missing=1), "test")
     item = test[0]   # content (5, 4, 1, 32, 32) in [-1, 1], true_pos (5,) with true_pos[0] = 0, missing (5,)
     batch = collate([test[i] for i in range(8)])                   # the same keys, stacked: (8, ...)
-
-Where the pixels come from: synthetic.py (built in), sources.py (image and video files), mnist.py (Moving MNIST).
 """
 import functools
 import math
@@ -198,21 +197,19 @@ class ImagePuzzles(torch.utils.data.Dataset):
         return epoch_index(i, len(self.files), self.seed) if self.train else i
 
     def source(self, i, rng):
-        """The (H, W, 3) float image of stream position i, sized to the grid's cells (training photos: with
-        --color-jitter's photometric augmentation)."""
-        img = self.photo(i, rng)
-        if self.train and self.cfg.color_jitter and self.files is not None:
-            img = color_jitter(img, rng, self.cfg.color_jitter)
-        return img
-
-    def photo(self, i, rng):
-        """The image of stream position i: a photo view, or built-in shapes."""
+        """The (H, W, 3) float image of stream position i, sized to the grid's cells: built-in shapes, or a photo
+        (in training a fresh view, with --color-jitter's photometric augmentation)."""
         cell = self.cfg.piece_size + self.cfg.gap
         h, w = self.cfg.grid[0] * cell, self.cfg.grid[1] * cell
         if self.files is None or (self.mix_shapes and rng.random() < self.mix_shapes):
             return shapes_image(rng, h, w)
+        img = self.photo(i, rng, h, w)
+        return color_jitter(img, rng, self.cfg.color_jitter) if self.train and self.cfg.color_jitter else img
+
+    def photo(self, i, rng, h, w):
+        """Photo i sized to (h, w), or the next usable one: unreadable or too small files are skipped and counted."""
         n, first = len(self.files), self.file_index(i)
-        for k in range(n):  # an unreadable (or too small) file is skipped and counted; the next one takes its place
+        for k in range(n):
             path = self.files[(first + k) % n]
             if path in self.skipped:
                 continue
