@@ -25,6 +25,7 @@ import numpy as np
 
 from cli import UserError
 from dit import DiT, DiTConfig
+from jpdvt import known_codes
 from metrics import kendall_distance, kendall_reversible, piece_accuracy, puzzle_accuracy, relabel_generated
 from pictures import image_row, save_png, stack, video_row, write_rows
 from posenc import grid_table, sequence_table
@@ -78,8 +79,7 @@ class ImageConfig:
     def score(self, positions, batch):
         """Piece and puzzle accuracy of predicted positions (B, N) over the pieces the model had to place."""
         true_pos, missing = batch["true_pos"].cpu().numpy(), batch["missing"].cpu().numpy()
-        placed = ~missing
-        placed[:, 0] &= not self.anchor
+        placed = ~missing & ~known_codes(batch, self.anchor).cpu().numpy()      # not the anchored piece
         return {"piece_acc": piece_accuracy(positions, true_pos, placed),
                 "puzzle_acc": puzzle_accuracy(positions, true_pos, placed)}
 

@@ -5,10 +5,10 @@ and temporal super-resolution.
 Paper: "Predicted position encodings" (supplement) and "Metrics" (Sec. 4). Everything (model, puzzle settings)
 is rebuilt from the checkpoint; the EMA weights are used. Image checkpoints report piece- and puzzle-level
 accuracy over the pieces the model had to place; video checkpoints report the mean normalized Kendall distance
-and the fraction of clips fully ordered, strict and with generated pieces compared as a set (jpdvt.COUNTED says
-what each counts). Video checkpoints can also fill in pieces between given ones (supplement, "Downstream Task:
-Temporal Super-resolution"). --animate writes a GIF of the sampling itself (animate.py): the pieces gliding
-from random codes into their cells, missing pieces forming from noise.
+and the fraction of clips fully ordered, strict and with generated pieces compared as a set (the `counted` text of
+config.py says what each counts). Video checkpoints can also fill in pieces between given ones (supplement,
+"Downstream Task: Temporal Super-resolution"). --animate writes a GIF of the sampling itself (animate.py): the
+pieces gliding from random codes into their cells, missing pieces forming from noise.
 
     python sample.py --ckpt checkpoints/image-shapes-3x3.pt                 # metrics.json + examples.png
     python sample.py --ckpt out/run/ckpt.pt --missing 2 --sampler ddim --steps 25      # deterministic
@@ -46,6 +46,7 @@ from puzzles import (
     cut_image,
     make_video_puzzle,
     shuffle_pieces,
+    to_device,
     video_item,
     video_tensor,
 )
@@ -121,7 +122,7 @@ def score_test_set(args, solver):
         for start in tqdm(range(0, num, args.batch_size), unit="batch",
                           desc="solving" + (f" (pass {r + 1}/{args.repeats})" if args.repeats > 1 else "")):
             batch = collate([test[i] for i in range(start, min(start + args.batch_size, num))])
-            batch = {k: v.to(solver.device) for k, v in batch.items()}
+            batch = to_device(batch, solver.device)
             rec = Recorder() if args.animate and r == 0 and start == 0 else None
             t = time.time()
             pos, content = solver.solve(batch, callback=rec)

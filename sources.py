@@ -77,8 +77,8 @@ def split_files(data_dir, split, dataset, lister, what, exts):
     else:                                                      # bands of train/ (or of the flat folder) by hash
         root = train_dir if has_train else data_dir
         held_out = set() if val_dir else {"val"} if evals else {"val", "test"}   # bands not kept for training
-        files = [f for f in lister(root) if (hashed_split(f, root) == split
-                                             or split == "train" and hashed_split(f, root) not in held_out)]
+        files = [f for f in lister(root) if (band := hashed_split(f, root)) == split
+                 or split == "train" and band not in held_out]
     if not files and split != "train" and lister(train_dir if has_train else data_dir):
         raise UserError(f"--data-dir {data_dir} has too few {what} for its automatic {split} split (none fell in "
                         f"it); add a {split}/ subfolder with a few {what}")

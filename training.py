@@ -27,7 +27,7 @@ from cli import UserError, loss_weight, positive, positive_float, resolve_device
 from config import TrainConfig
 from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, puzzle_loss, solve
-from puzzles import ENDLESS, epoch_index
+from puzzles import ENDLESS, epoch_index, to_device
 
 PRECISIONS = {"auto": "bf16 on CUDA, fp32 on CPU", "fp32": "full precision", "bf16": "bfloat16 autocast",
               "fp16": "float16 autocast + grad scaling (CUDA)"}
@@ -126,10 +126,6 @@ def learning_rate(tc, step):
     if tc.schedule == "cosine":
         lr *= 0.5 * (1 + math.cos(math.pi * min(step / tc.max_steps, 1.0)))
     return lr
-
-
-def to_device(batch, device):
-    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
 
 class Log:

@@ -20,7 +20,7 @@ from config import ImageConfig, VideoConfig
 from diffusion import GaussianDiffusion
 from dit import CONFIGS as DIT_CONFIGS
 from jpdvt import SampleOptions, puzzle_loss, solve
-from puzzles import collate
+from puzzles import collate, to_device
 from training import autocast
 from unet3d import CONFIGS as UNET_CONFIGS
 
@@ -32,10 +32,10 @@ PRECISIONS = [("fp32", False), ("bf16", False), ("bf16", True)]   # (autocast, t
 
 def settings(gpu):
     """(row name, network, puzzle settings, batch) of the rows to measure on this kind of device."""
+    sizes = [(m, p, b) for m, p in [("tiny", 16), ("small", 64), ("base", 64)] for b in (64, 256)] if gpu else \
+        [("tiny", 16, 64), ("base", 64, 8)]                                   # (model, piece px, batch)
     dit = [(f"dit-{m} b{b}", replace(DIT_CONFIGS[m], piece_size=p, patch_size=16), ImageConfig(piece_size=p), b)
-           for m, p in [("tiny", 16), ("small", 64), ("base", 64)] for b in (64, 256)] if gpu else \
-        [(f"dit-{m} b{b}", replace(DIT_CONFIGS[m], piece_size=p, patch_size=16), ImageConfig(piece_size=p), b)
-         for m, p, b in [("tiny", 16, 64), ("base", 64, 8)]]
+           for m, p, b in sizes]
     unet = [("unet-tiny b16", UNET_CONFIGS["tiny"], VideoConfig(), 16)]
     if gpu:                                   # the paper's U-Net on 32x32x4 latents: 8 pieces of 4 frames
         unet.append(("unet-paper b8", replace(UNET_CONFIGS["paper"], frames_per_piece=4),
@@ -66,7 +66,7 @@ def measure(device, steps=10):
 
     for name, net_cfg, puzzle, batch in settings(gpu):
         data = puzzle.puzzles("train", 0)
-        b = {k: v.to(device) for k, v in collate([data[i] for i in range(batch)]).items()}
+        b = to_device(collate([data[i] for i in range(batch)]), device)
         table, diffusion = puzzle.table().to(device), GaussianDiffusion(1000, "x0")
         flops = None
         for precision, compiled in PRECISIONS:
