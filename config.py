@@ -49,6 +49,7 @@ class ImageConfig:
     crop_scale: Tuple[float, float] = (0.3, 1.0)  # folder, training: side of a random view, of the largest box
     mix_shapes: float = 0.0                  # folder/imagenet, training: this fraction of puzzles are built-in shapes
     color_jitter: float = 0.0                # folder/imagenet, training: photometric augmentation strength
+    rotate: bool = False                     # folder/imagenet, training: views turned by 90 degrees, flipped top-bottom
 
     kind: ClassVar[str] = "image"
     model_config: ClassVar[type] = DiTConfig
@@ -168,7 +169,7 @@ class VideoConfig:
 
 KINDS = {"image": ImageConfig, "video": VideoConfig}
 # fields added since the typed format, with the values that reproduce checkpoints written before them
-ADDED = {"color_jitter": 0.0}
+ADDED = {"color_jitter": 0.0, "rotate": False}
 
 
 # ----------------------------------------------------------------------------
