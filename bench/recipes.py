@@ -36,6 +36,7 @@ def gap_ft(flags, init):
 
 GAP_FT = gap_ft(PHOTO_3X3, "checkpoints/image-photos-3x3.pt")
 GAP_FT_NOMIX = gap_ft(PHOTO_3X3, "runs/bench/image-photos-3x3-nomix/ckpt.pt")
+GAP_FT_VAL = gap_ft(PHOTO_3X3, "runs/bench/image-photos-3x3-mix-val/ckpt.pt")   # from the val-held-out baseline
 PHOTO_GPU = ["--dataset", "folder", "--data-dir", PHOTOS, "--grid", "3", "--piece-size", "64", "--patch-size", "16",
              "--model", "small", "--batch-size", "64", "--lr", "1e-3", "--schedule", "cosine", "--eval-puzzles", "39",
              "--max-steps", "6000", "--workers", "12"]
@@ -90,6 +91,9 @@ RECIPES = {
     "image-photos-3x3-mix-val": ("train_image.py", MIXED + ["--eval-every", "2000", "--max-steps", "6000"], VAL_TEST),
     "image-photos-3x3-mix-color0.4": ("train_image.py", MIXED + ["--color-jitter", "0.4", "--eval-every", "2000",
                                                                  "--max-steps", "6000"], VAL_TEST),
+    # the baseline again with another seed (data stream, noise, initial weights): the run-to-run spread
+    "image-photos-3x3-mix-val-seed1": ("train_image.py", MIXED + ["--seed", "1", "--eval-every", "2000", "--max-steps",
+                                                                  "6000"], VAL_TEST),
     "image-photos-3x3-mix-color0.1": ("train_image.py", MIXED + ["--color-jitter", "0.1", "--eval-every", "2000",
                                                                  "--max-steps", "6000"], VAL_TEST),
     "image-photos-3x3-mix-rotate": ("train_image.py", MIXED + ["--rotate", "--eval-every", "2000", "--max-steps",
@@ -98,6 +102,9 @@ RECIPES = {
                                                                   "--max-steps", "6000"], VAL_TEST),
     "image-photos-3x3-mix-batch128": ("train_image.py", with_flag(MIXED, "--batch-size", "128") + [
         "--eval-every", "2000", "--max-steps", "6000"], VAL_TEST),
+    # the shapes prior in the gap fine-tune: the gap-8 fine-tune of the val-held-out baseline, without and with it
+    "image-photos-3x3-mix-val-gap-ft": ("train_image.py", GAP_FT_VAL, VAL_TEST),
+    "image-photos-3x3-mix-val-gap-ft-mix": ("train_image.py", GAP_FT_VAL + ["--mix-shapes", "0.25"], VAL_TEST),
     "image-photos-3x3-gap-missing": ("train_image.py", PHOTO_3X3 + ["--gap", "8", "--missing", "3", "--max-steps",
                                                                     "16000"], PHOTO_MISSING_0_3),
     "image-3x3": ("train_image.py", IMAGE_3X3 + ["--schedule", "cosine", "--max-steps", "5000"], [[]]),

@@ -1,0 +1,46 @@
+"""The benchmark's records stay runnable: every command in bench/results.json and every recipe parses with today's
+scripts (a flag that was removed must take its rows and recipes with it, to bench/notes.md)."""
+import json
+import os
+import shlex
+
+import sample
+import train_image
+import train_video
+from bench.recipes import RECIPES
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PARSERS = {"train_image.py": train_image.get_parser, "train_video.py": train_video.get_parser,
+           "sample.py": sample.get_parser}
+
+
+def script_args(command):
+    """'OMP_NUM_THREADS=1 python sample.py --ckpt x' -> ('sample.py', ['--ckpt', 'x']); None for `python -m`."""
+    tokens = shlex.split(command)
+    tokens = tokens[tokens.index("python") + 1:]
+    return None if tokens[0] == "-m" else (tokens[0], tokens[1:])
+
+
+def recorded_commands():
+    with open(os.path.join(ROOT, "bench", "results.json")) as f:
+        rows = json.load(f)
+    return sorted({row[k] for row in rows.values() for k in ("command", "eval") if row.get(k)})
+
+
+def parses(script, args):
+    try:
+        PARSERS[script]().parse_args(args)
+    except SystemExit:                                  # argparse's error: a flag that no longer exists
+        return False
+    return True
+
+
+def test_recorded_commands_parse():
+    stale = [c for c in recorded_commands() if script_args(c) and not parses(*script_args(c))]
+    assert not stale, f"results.json rows whose commands no longer run: {stale}"
+
+
+def test_recipes_parse():
+    for name, (script, flags, evals) in RECIPES.items():
+        assert parses(script, flags + ["--out", "x"]), name
+        assert all(parses("sample.py", ["--ckpt", "x"] + extra) for extra in evals), name
