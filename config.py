@@ -48,8 +48,6 @@ class ImageConfig:
     anchor: bool = False                     # the true code of the first shuffled piece is given (paper's anchoring)
     crop_scale: Tuple[float, float] = (0.3, 1.0)  # folder, training: side of a random view, of the largest box
     mix_shapes: float = 0.0                  # folder/imagenet, training: this fraction of puzzles are built-in shapes
-    color_jitter: float = 0.0                # folder/imagenet, training: photometric augmentation strength
-    rotate: bool = False                     # folder/imagenet, training: views turned by 90 degrees, flipped top-bottom
 
     kind: ClassVar[str] = "image"
     model_config: ClassVar[type] = DiTConfig
@@ -168,8 +166,9 @@ class VideoConfig:
 
 
 KINDS = {"image": ImageConfig, "video": VideoConfig}
-# fields added since the typed format, with the values that reproduce checkpoints written before them
-ADDED = {"color_jitter": 0.0, "rotate": False}
+# training-only fields of levers since removed (bench/notes.md, "Removed levers"): checkpoints that have them load
+# without them (sampling never read them)
+RETIRED = {"color_jitter", "rotate"}
 
 
 # ----------------------------------------------------------------------------
@@ -237,9 +236,9 @@ def _check_keys(d, want, where, path):
 
 
 def _typed(cls, d, where, path):
-    """cls(**d), lists back to tuples, after checking that d's keys are cls's fields (missing: only ADDED ones)."""
+    """cls(**d), lists back to tuples, after checking that d's keys are cls's fields (RETIRED ones dropped)."""
     names = {f.name for f in fields(cls)}
     if isinstance(d, dict):
-        d = {**{k: v for k, v in ADDED.items() if k in names}, **d}
+        d = {k: v for k, v in d.items() if k in names or k not in RETIRED}
     _check_keys(d, names, where, path=path)
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})

@@ -33,7 +33,6 @@ from sources import (
     IMAGE_EXTS,
     VIDEO_EXTS,
     _resize,
-    augment,
     fit_channels,
     fit_image,
     list_images,
@@ -203,13 +202,12 @@ class ImagePuzzles(torch.utils.data.Dataset):
 
     def source(self, i, rng):
         """The (H, W, 3) float image of stream position i, sized to the grid's cells: built-in shapes, or a photo
-        (in training a fresh view, turned by --rotate and recoloured by --color-jitter)."""
+        (in training a fresh view)."""
         cell = self.cfg.piece_size + self.cfg.gap
         h, w = self.cfg.grid[0] * cell, self.cfg.grid[1] * cell
         if self.files is None or (self.mix_shapes and rng.random() < self.mix_shapes):
             return shapes_image(rng, h, w)
-        img = self.photo(i, rng, h, w)
-        return augment(img, rng, rotate=self.cfg.rotate, jitter=self.cfg.color_jitter) if self.train else img
+        return self.photo(i, rng, h, w)
 
     def photo(self, i, rng, h, w):
         """Photo i sized to (h, w), or the next usable one: unreadable or too small files are skipped and counted."""

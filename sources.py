@@ -159,39 +159,6 @@ def random_crop(photo, height, width, rng, scale=(0.3, 1.0)):
     return np.asarray(out, dtype=np.float32) / 255.0
 
 
-def color_jitter(img, rng, strength):
-    """
-    Photometric augmentation of a training view (H, W, 3) in [0, 1]: brightness, contrast and saturation each scaled
-    by a factor uniform in [1 - strength, 1 + strength], and grey (Rec. 601 luma) with probability strength / 4.
-    """
-    brightness, contrast, saturation = rng.uniform(1 - strength, 1 + strength, 3)
-    img = img * brightness
-    img = (img - img.mean()) * contrast + img.mean()
-    grey = img @ np.array([0.299, 0.587, 0.114], np.float32)                   # (H, W)
-    img = grey[..., None] + (img - grey[..., None]) * saturation
-    if rng.random() < strength / 4:
-        img = np.repeat(grey[..., None], 3, axis=-1)
-    return np.clip(img, 0, 1).astype(np.float32)
-
-
-def turn(img, rng):
-    """
-    A training view (H, W, 3) under a random symmetry of its box: turned by a random number of quarter turns (half
-    turns only when H != W, so the shape stays), then flipped top-bottom half of the time. With random_crop's
-    left-right flip, square views reach all 8 symmetries of the square.
-    """
-    k = int(rng.integers(4)) if img.shape[0] == img.shape[1] else 2 * int(rng.integers(2))
-    img = np.rot90(img, k)
-    return np.ascontiguousarray(img[::-1] if rng.random() < 0.5 else img)
-
-
-def augment(img, rng, rotate, jitter):
-    """A training photo view after the optional augmentations: turn (--rotate), then color_jitter (--color-jitter);
-    no random draws for the ones that are off."""
-    img = turn(img, rng) if rotate else img
-    return color_jitter(img, rng, jitter) if jitter else img
-
-
 def list_images(root):
     """All image files under root (recursive), sorted."""
     out = []

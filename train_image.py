@@ -42,16 +42,11 @@ def puzzle_config(args):
     if not 0 <= args.mix_shapes < 1 or (args.mix_shapes and args.dataset == "shapes"):
         raise UserError(f"--mix-shapes needs 0 <= FRACTION < 1 and a photo --dataset, got {args.mix_shapes} with "
                         f"--dataset {args.dataset}")
-    if not 0 <= args.color_jitter < 1 or (args.color_jitter and args.dataset == "shapes"):
-        raise UserError(f"--color-jitter needs 0 <= STRENGTH < 1 and a photo --dataset, got {args.color_jitter} with "
-                        f"--dataset {args.dataset}")
-    if args.rotate and args.dataset == "shapes":
-        raise UserError("--rotate turns photo views; use it with a photo --dataset (folder or imagenet)")
     if args.dataset == "jpwleg3" and grid != (3, 3):
         raise UserError("--dataset jpwleg3 is a 3x3 protocol; use --grid 3")
     puzzle = ImageConfig(dataset=args.dataset, data_dir=args.data_dir, grid=grid, piece_size=piece, gap=gap,
                          missing=args.missing, anchor=args.anchor, crop_scale=tuple(args.crop_scale),
-                         mix_shapes=args.mix_shapes, color_jitter=args.color_jitter, rotate=args.rotate)
+                         mix_shapes=args.mix_shapes)
     puzzle.check()
     return puzzle
 
@@ -95,12 +90,6 @@ def get_parser():
     p.add_argument("--mix-shapes", type=float, default=0.0, metavar="FRACTION",
                    help="folder/imagenet: this fraction of the training puzzles are built-in shapes instead (a "
                         "procedural prior; the test split stays the folder's)")
-    p.add_argument("--color-jitter", type=float, default=0.0, metavar="STRENGTH",
-                   help="folder/imagenet, training: brightness, contrast and saturation of every photo view scaled by "
-                        "factors in [1 - S, 1 + S], grey with probability S/4 (0 = off)")
-    p.add_argument("--rotate", action="store_true",
-                   help="folder/imagenet, training: also turn every photo view by a random multiple of 90 degrees "
-                        "and flip it top-bottom half of the time (test photos keep their orientation)")
     p.add_argument("--missing", type=int, default=0,
                    help="up to K missing pieces while training (0..K at random), exactly K when evaluating")
     p.add_argument("--model", default="tiny", choices=CONFIGS, help="DiT size (base = the paper's)")

@@ -89,15 +89,8 @@ RECIPES = {
     # issue 22, generalization levers: one change each from the shapes-mix calibration recipe, trained with the val
     # split held out (183 of the 205 photos), scored on val (8 passes), then on the test photos (8 passes)
     "image-photos-3x3-mix-val": ("train_image.py", MIXED + ["--eval-every", "2000", "--max-steps", "6000"], VAL_TEST),
-    "image-photos-3x3-mix-color0.4": ("train_image.py", MIXED + ["--color-jitter", "0.4", "--eval-every", "2000",
-                                                                 "--max-steps", "6000"], VAL_TEST),
-    # the baseline again with another seed (data stream, noise, initial weights): the run-to-run spread
     "image-photos-3x3-mix-val-seed1": ("train_image.py", MIXED + ["--seed", "1", "--eval-every", "2000", "--max-steps",
                                                                   "6000"], VAL_TEST),
-    "image-photos-3x3-mix-color0.1": ("train_image.py", MIXED + ["--color-jitter", "0.1", "--eval-every", "2000",
-                                                                 "--max-steps", "6000"], VAL_TEST),
-    "image-photos-3x3-mix-rotate": ("train_image.py", MIXED + ["--rotate", "--eval-every", "2000", "--max-steps",
-                                                               "6000"], VAL_TEST),
     "image-photos-3x3-mix-scale0.15": ("train_image.py", MIXED + ["--crop-scale", "0.15", "1.0", "--eval-every", "2000",
                                                                   "--max-steps", "6000"], VAL_TEST),
     "image-photos-3x3-mix-batch128": ("train_image.py", with_flag(MIXED, "--batch-size", "128") + [

@@ -1,5 +1,5 @@
 """Image and video files (sources.py): disjoint train/val/test splits in every folder layout, fresh photo views."""
-from dataclasses import asdict, replace
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -9,7 +9,7 @@ from PIL import Image
 from cli import UserError
 from config import ImageConfig, _typed
 from puzzles import ImagePuzzles
-from sources import IMAGE_EXTS, list_images, random_crop, split_files, turn
+from sources import IMAGE_EXTS, list_images, random_crop, split_files
 
 
 def photos(folder, n, size=(64, 48), seed=0):
@@ -108,30 +108,10 @@ def test_mix_shapes_puts_procedural_puzzles_in_the_training_stream(tmp_path):
     assert folder(tmp_path, "test", mix_shapes=0.5)[0]["content"].std() == 0               # test: photos
 
 
-def test_color_jitter_changes_training_photos_only(tmp_path):
-    """--color-jitter: training views get photometric augmentation (in range, different from plain views); val and
-    test puzzles are the plain ones; a checkpoint config without the field reads it as 0 (config.ADDED)."""
-    photos(tmp_path / "train", 12)
-    photos(tmp_path / "test", 2)
+def test_retired_fields_load(tmp_path):
+    """A checkpoint config with the training-only fields of removed levers (config.RETIRED) loads without them."""
     plain = ImageConfig(dataset="folder", data_dir=str(tmp_path), grid=(2, 2), piece_size=8)
-    jitter = replace(plain, color_jitter=0.5)
-    a, b = plain.puzzles("train", 0)[1]["content"], jitter.puzzles("train", 0)[1]["content"]
-    assert b.min() >= -1 and b.max() <= 1 and not torch.equal(a, b)
-    assert torch.equal(plain.puzzles("test", 0)[0]["content"], jitter.puzzles("test", 0)[0]["content"])
-    d = {k: v for k, v in asdict(plain).items() if k not in ("color_jitter", "rotate")}
-    assert _typed(ImageConfig, d, "config.puzzle", "old.pt") == plain
-    turned = replace(plain, rotate=True)
-    assert not torch.equal(a, turned.puzzles("train", 0)[1]["content"])
-    assert torch.equal(plain.puzzles("val", 0)[0]["content"], turned.puzzles("val", 0)[0]["content"])
-
-
-def test_turn_is_a_symmetry_of_the_view():
-    """--rotate's turn: square views reach all 8 symmetries of the square; other views keep their shape."""
-    img = np.random.default_rng(0).random((6, 6, 3), dtype=np.float32)
-    symmetries = [np.rot90(f, k) for f in (img, img[::-1]) for k in range(4)]
-    seen = set()
-    for s in range(64):
-        out = turn(img, np.random.default_rng(s))
-        seen.add(next(j for j, m in enumerate(symmetries) if np.array_equal(out, m)))
-    assert seen == set(range(8))
-    assert turn(np.zeros((4, 6, 3), np.float32), np.random.default_rng(1)).shape == (4, 6, 3)
+    old = {**asdict(plain), "color_jitter": 0.4, "rotate": True}
+    assert _typed(ImageConfig, old, "config.puzzle", "old.pt") == plain
+    with pytest.raises(UserError, match="unknown colour"):
+        _typed(ImageConfig, {**asdict(plain), "colour": 1}, "config.puzzle", "old.pt")
