@@ -59,8 +59,7 @@ def parse_grid(text):
     m = re.fullmatch(r"\s*(\d+)\s*(?:[xX*]\s*(\d+))?\s*", str(text))
     if not m:
         raise UserError(f"--grid must look like 3 or 2x4 (rows x cols), got {text!r}")
-    rows = int(m.group(1))
-    cols = int(m.group(2)) if m.group(2) else rows
+    rows, cols = int(m.group(1)), int(m.group(2) or m.group(1))
     if rows < 1 or cols < 1 or rows * cols < 2 or (m.group(2) is None and rows < 2):
         raise UserError(f"--grid needs at least 2 pieces (e.g. 3 or 2x4), got {text!r}")
     if rows * cols > 400:
@@ -201,8 +200,7 @@ class ImagePuzzles(torch.utils.data.Dataset):
         return epoch_index(i, len(self.files), self.seed) if self.train else i
 
     def source(self, i, rng):
-        """The (H, W, 3) float image of stream position i, sized to the grid's cells: built-in shapes, or a photo
-        (in training a fresh view)."""
+        """Position i's (H, W, 3) float image at the grid's size: built-in shapes or a photo (training: a new view)."""
         cell = self.cfg.piece_size + self.cfg.gap
         h, w = self.cfg.grid[0] * cell, self.cfg.grid[1] * cell
         if self.files is None or (self.mix_shapes and rng.random() < self.mix_shapes):

@@ -95,6 +95,9 @@ RECIPES = {
                                                                   "--max-steps", "6000"], VAL_TEST),
     "image-photos-3x3-mix-batch128": ("train_image.py", with_flag(MIXED, "--batch-size", "128") + [
         "--eval-every", "2000", "--max-steps", "6000"], VAL_TEST),
+    # the same compute as the baseline: batch 128 for half the steps (the same photos seen)
+    "image-photos-3x3-mix-batch128-3k": ("train_image.py", with_flag(MIXED, "--batch-size", "128") + [
+        "--eval-every", "1000", "--max-steps", "3000"], VAL_TEST),
     # the shapes prior in the gap fine-tune: the gap-8 fine-tune of the val-held-out baseline, without and with it
     "image-photos-3x3-mix-val-gap-ft": ("train_image.py", GAP_FT_VAL, VAL_TEST),
     "image-photos-3x3-mix-val-gap-ft-mix": ("train_image.py", GAP_FT_VAL + ["--mix-shapes", "0.25"], VAL_TEST),
