@@ -36,7 +36,7 @@ def parses(script, args):
 
 
 def test_recorded_commands_parse():
-    stale = [c for c in recorded_commands() if script_args(c) and not parses(*script_args(c))]
+    stale = [c for c in recorded_commands() if (parsed := script_args(c)) and not parses(*parsed)]
     assert not stale, f"results.json rows whose commands no longer run: {stale}"
 
 
