@@ -133,8 +133,11 @@ class GaussianDiffusion:
         return abar_prev.sqrt() * x0 + (1 - abar_prev).sqrt() * eps
 
     def timesteps(self, steps):
-        """`steps` evenly spaced timesteps from T-1 down to 0 (all T for steps >= T)."""
+        """`steps` evenly spaced timesteps from T-1 down to 0 (all T for steps >= T). One step is [T-1]: a single
+        network call on pure noise, whose x0 prediction is the posterior-mean estimate of every generated entry."""
         steps = max(1, min(int(steps), self.num_steps))
+        if steps == 1:
+            return [self.num_steps - 1]
         ts = np.unique(np.round(np.linspace(0, self.num_steps - 1, steps)).astype(np.int64))
         return ts[::-1].tolist()
 

@@ -78,7 +78,8 @@ def _setup(prediction):
 
 
 @pytest.mark.parametrize("prediction", ["x0", "eps"])
-@pytest.mark.parametrize("sampler,steps", [("ddim", 50), ("ddim", 1000), ("ddpm", 1000), ("ddpm", 20)])
+@pytest.mark.parametrize("sampler,steps", [("ddim", 50), ("ddim", 1000), ("ddpm", 1000), ("ddpm", 20), ("ddim", 1),
+                                           ("ddpm", 1)])
 def test_samplers_recover_target_with_oracle(prediction, sampler, steps):
     d, oracle, target, given, masks = _setup(prediction)
     out = d.sample(oracle, given, masks, steps=steps, sampler=sampler, generator=torch.Generator().manual_seed(1))
@@ -86,6 +87,26 @@ def test_samplers_recover_target_with_oracle(prediction, sampler, steps):
         assert torch.allclose(out[k], target[k], atol=1e-4), k
     # the given content is passed through untouched
     assert torch.equal(out["content"][:, 0], given["content"][:, 0])
+
+
+def test_timesteps_one_call_starts_at_pure_noise():
+    d = GaussianDiffusion(1000)
+    assert d.timesteps(1) == [999]                  # one call at t = T - 1, never t = 0 on pure noise
+    assert d.timesteps(2) == [999, 0]
+    assert d.timesteps(5000) == list(range(999, -1, -1))
+    ts = d.timesteps(50)
+    assert len(ts) == 50 and ts[0] == 999 and ts[-1] == 0 and ts == sorted(ts, reverse=True)
+
+
+def test_one_step_is_the_x0_prediction_for_both_samplers():
+    """With one step both samplers return the network's clipped x0 prediction: the posterior-mean estimate."""
+    d, _, target, given, masks = _setup("x0")
+    guess = {"code": target["code"] * 0.5, "content": target["content"] * 0.5}
+    outs = [d.sample(lambda xt, t: guess, given, masks, steps=1, sampler=s, generator=torch.Generator().manual_seed(1))
+            for s in ("ddpm", "ddim")]
+    for k in guess:
+        assert torch.allclose(outs[0][k], outs[1][k])
+    assert torch.allclose(outs[0]["code"], guess["code"])
 
 
 @pytest.mark.parametrize("prediction", ["x0", "eps"])
