@@ -304,8 +304,11 @@ VIDEO_DATASETS = {
 class VideoPuzzles(torch.utils.data.Dataset):
     """
     Stream of temporal puzzles of a config.VideoConfig `cfg`. Item `i` is stream position i of the split; everything
-    random about it comes from np.random.default_rng([seed, split, i]). A clip (every `frame_stride`-th frame,
-    size x size, `channels` channels) gives a window of P*F frames: random in training, centred at test time.
+    random about it (window, shuffle, missing pieces) comes from np.random.default_rng([seed, split, i]). Training
+    streams are endless: a finite set of clips (a folder, mnist_test_seq.npy) is visited once per epoch in a seeded
+    order (`clip_index`), each visit a fresh puzzle of its clip; val and test hold one puzzle per clip. A clip
+    (every `frame_stride`-th frame, size x size, `channels` channels) gives a window of P*F frames: random in
+    training, centred at test time.
     Returns dict(content (N, F, C, H, W) in [-1, 1], true_pos (N,) with true_pos[0] = 0, missing (N,) bool, never
     the anchor). Unreadable or too-short videos of a folder are skipped (and counted in `skipped`).
     Training puzzles have 0..missing pieces missing and, with cfg.curriculum = (first, steps, per_step), start with
@@ -340,11 +343,19 @@ class VideoPuzzles(torch.utils.data.Dataset):
         self.skipped = set()
 
     def __len__(self):
+        if self.train:
+            return ENDLESS
         if self.videos is not None:
             return len(self.videos)
-        if self.mnist_dir is not None and not self.train:
+        if self.mnist_dir is not None:
             return MNIST_TEST_CLIPS
         return len(self.files) if self.files is not None else ENDLESS
+
+    def clip_index(self, i):
+        """Stream position i -> clip of a finite set: training visits every clip once per epoch in a seeded order
+        (epoch_index); val and test: clip i."""
+        n = len(self.videos) if self.videos is not None else len(self.files)
+        return epoch_index(i, n, self.seed) if self.train else i
 
     def source(self, i, rng):
         """The clip (frames, size, size, channels) in [0, 1] of stream position i, every frame_stride-th frame."""
@@ -355,11 +366,11 @@ class VideoPuzzles(torch.utils.data.Dataset):
             digits = mnist_digits(self.mnist_dir, self.digits)
             clip = moving_mnist(digits, rng, max(20, self.span * self.stride), size=size)[::self.stride, :, :, None]
         elif self.videos is not None:
-            clip = self.videos[i, ::self.stride, :, :, None].astype(np.float32) / 255
+            clip = self.videos[self.clip_index(i), ::self.stride, :, :, None].astype(np.float32) / 255
             if size != clip.shape[1]:
                 clip = np.stack([_resize(f, size) for f in clip])
         else:
-            clip = self.read(i)
+            clip = self.read(self.clip_index(i))
         return fit_channels(clip, self.cfg.channels)
 
     def read(self, i):
@@ -384,7 +395,8 @@ class VideoPuzzles(torch.utils.data.Dataset):
                         "pieces or longer videos")
 
     def pieces_at(self, i):
-        """Pieces of the puzzle at stream position i: all of them, or fewer early in a curriculum."""
+        """Pieces of the puzzle at stream position i (training step i // per_step): all, or fewer early on in a
+        curriculum."""
         if self.curriculum is None:
             return self.cfg.pieces
         first, steps, per_step = self.curriculum

@@ -19,13 +19,12 @@ Writes OUT/ckpt.pt ({config, model, ema, opt, scaler, step}) and OUT/log.txt; --
 Solve test puzzles, order your own clip or raise a video's frame rate with sample.py --ckpt OUT/ckpt.pt.
 """
 import argparse
-import os
 from dataclasses import replace
 
 from cli import UserError, run_cli
 from config import Config, TrainConfig, VideoConfig
 from diffusion import PREDICTIONS
-from puzzles import ENDLESS, VIDEO_DATASETS, collate
+from puzzles import VIDEO_DATASETS, collate
 from training import add_train_flags, start_run, train, train_config
 from unet3d import CONFIGS
 from vae import VAE_FACTOR, load_codec
@@ -48,8 +47,8 @@ def puzzle_config(args):
         raise UserError(f"--size must be at least 8 and a multiple of {factor} for --model {args.model}"
                         f"{' with --vae' if args.vae else ''}, got {size}")
     curriculum = None
-    if args.curriculum:          # (first pieces, steps, stream positions per step: batch x processes, kept on resume)
-        curriculum = (*args.curriculum, args.batch_size * int(os.environ.get("WORLD_SIZE", 1)))
+    if args.curriculum:          # (first pieces, steps, stream positions per step: the global batch)
+        curriculum = (*args.curriculum, args.batch_size)
     puzzle = VideoConfig(dataset=args.dataset, data_dir=args.data_dir, pieces=args.pieces,
                          frames_per_piece=args.frames_per_piece, size=size,
                          channels=3 if args.vae or args.dataset == "videos" else 1, frame_stride=args.frame_stride,
@@ -70,9 +69,6 @@ def main(args):
     codec = load_codec(config.puzzle.vae) if config.puzzle.vae else None
     seed = config.train.seed
     train_set = config.puzzle.puzzles("train", seed)
-    if config.puzzle.curriculum and len(train_set) < ENDLESS:
-        raise UserError("--curriculum needs an endless training stream (--dataset digits, or movingmnist from the "
-                        "MNIST IDX files); drop it for a fixed set of videos")
     held_out = config.puzzle.puzzles("val", seed)                # model selection: never the test split
     eval_batch = collate([held_out[i] for i in range(min(config.train.eval_puzzles, len(held_out)))])
     train(config, train_set, eval_batch, args=args, ckpt=ckpt, encode=codec.encode_batch if codec else None)

@@ -6,8 +6,11 @@ weights (used for sampling) -> log, a periodic held-out check, a periodic checkp
 - `setup_distributed`: DDP, nanoGPT style: on when torchrun sets RANK (nccl on CUDA, gloo on CPU); rank 0 writes.
 - `resume_or_init`: --resume (model, EMA, optimizer, grad scaler and step of a checkpoint) or --init (fine-tune).
 - `autocast` / `prepare_model`: precision (fp32, bf16, fp16 with grad scaling) and torch.compile.
-- Exact resume: the batch of step s is stream positions (s*world + rank)*B ... (StepBatches) and the noise of step s
-  is seeded by (seed, s, rank), so a resumed run reaches the same weights as an uninterrupted one.
+- --batch-size is the global batch B: each of W processes takes B / W puzzles a step, so the paper's numbers are the
+  numbers typed whatever the process count.
+- Exact resume: the batch of step s is stream positions s*B ... s*B + B - 1 (rank r takes its B / W of them,
+  StepBatches) and the noise of step s is seeded by (seed, s, rank), so a resumed run reaches the same weights as an
+  uninterrupted one.
 
     train(config, train_set, eval_batch, args)      # args: --out, --device, --workers, --compile, --init
 """
@@ -27,7 +30,7 @@ from cli import UserError, loss_weight, positive, positive_float, resolve_device
 from config import TrainConfig
 from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, puzzle_loss, solve
-from puzzles import ENDLESS, epoch_index, to_device
+from puzzles import to_device
 
 PRECISIONS = {"auto": "bf16 on CUDA, fp32 on CPU", "fp32": "full precision", "bf16": "bfloat16 autocast",
               "fp16": "float16 autocast + grad scaling (CUDA)"}
@@ -46,6 +49,11 @@ def train(config, train_set, eval_batch, args, ckpt=None, encode=None):
     """
     tc = config.train
     rank, world, device = setup_distributed(args.device)
+    if tc.batch_size % world:
+        raise UserError(f"--batch-size {tc.batch_size} is the global batch and must split evenly over the {world} "
+                        f"processes; use a multiple of {world}")
+    if tc.precision == "fp16" and device.type != "cuda":
+        raise UserError("--precision fp16 needs a CUDA device (its gradient scaler is CUDA only); use fp32 or bf16")
     torch.manual_seed(tc.seed)                        # initial weights: the same on every rank and every rerun
     model = config.build_network().to(device)
     ema = copy.deepcopy(model).eval().requires_grad_(False)
@@ -57,10 +65,10 @@ def train(config, train_set, eval_batch, args, ckpt=None, encode=None):
     weights = {"code": tc.weight_code, "content": tc.weight_content}
     encode = encode or (lambda batch: batch)
     eval_batch = encode(to_device(eval_batch, device))
-    log = Log(args.out, rank, step=step, max_steps=tc.max_steps)
+    log = Log(args.out, (rank, world), step=step, every=args.log_every, max_steps=tc.max_steps)
     log.write(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {world} process(es) on "
-              f"{device}, step {step} -> {tc.max_steps}", file=False)
-    for batch in batches(train_set, tc, step, ranks=(rank, world), workers=args.workers):
+              f"{device} ({tc.batch_size // world} puzzles each a step), step {step} -> {tc.max_steps}", file=False)
+    for batch in batches(train_set, tc, step, ranks=(rank, world), workers=args.workers, pin=device.type == "cuda"):
         torch.manual_seed(tc.seed * 1_000_003 + step * world + rank)   # noise of this step: exact on resume
         batch = encode(to_device(batch, device))
         lr = learning_rate(tc, step)
@@ -68,9 +76,6 @@ def train(config, train_set, eval_batch, args, ckpt=None, encode=None):
             group["lr"] = lr
         with autocast(device, tc.precision):
             losses = puzzle_loss(net, diffusion, batch, table=table, anchored=config.puzzle.anchor, weights=weights)
-        if not torch.isfinite(losses["loss"]):
-            raise UserError(f"loss became {losses['loss'].item()} at step {step}; the last good checkpoint is "
-                            f"{log.ckpt} (try a lower --lr or --precision fp32)")
         opt.zero_grad(set_to_none=True)
         scaler.scale(losses["loss"]).backward()
         scaler.unscale_(opt)
@@ -79,11 +84,15 @@ def train(config, train_set, eval_batch, args, ckpt=None, encode=None):
         scaler.update()
         step += 1
         ema_update(ema, model, min(tc.ema_decay, (1 + step) / (10 + step)))
-        log.step(step, losses, lr)
-        if log.master and tc.eval_every and step % tc.eval_every == 0 and step < tc.max_steps:
+        log.step(step, losses)                        # kept on the device: no sync here
+        evaluate = tc.eval_every and step % tc.eval_every == 0 and step < tc.max_steps
+        save = step % tc.ckpt_every == 0 or step == tc.max_steps
+        if evaluate or save or step % log.every == 0:  # the same steps on every rank
+            log.read(step, lr)                         # one sync: every rank stops here if any loss was not finite
+        if log.master and evaluate:
             line = held_out_check(ema, diffusion, eval_batch, config=config, device=device)[1]
             log.write(f"eval step {step} {line}")
-        if log.master and (step % tc.ckpt_every == 0 or step == tc.max_steps):
+        if log.master and save:
             save_checkpoint(log.ckpt, state(config, model, ema, opt=opt, scaler=scaler, step=step))
     log.bar.close()
     if log.master:
@@ -129,19 +138,23 @@ def learning_rate(tc, step):
 
 
 class Log:
-    """tqdm bar (rank 0), and OUT/log.txt: losses and steps/s every 50 steps, held-out checks."""
+    """
+    tqdm bar (rank 0) and OUT/log.txt: mean losses and steps/s every --log-every steps, held-out checks. Losses are
+    summed on the device and read only by `read` (a device sync), which also stops every process with the same
+    error if any loss since the last read was not finite (before a checkpoint could keep such weights).
+    """
 
-    def __init__(self, out, rank, step, max_steps):
-        self.master, self.max_steps = rank == 0, max_steps
-        self.ckpt = os.path.join(out, "ckpt.pt")
-        self.file = None
+    def __init__(self, out, ranks, step, every, max_steps):
+        (self.rank, self.world), self.every, self.last = ranks, every, step
+        self.master, self.ckpt, self.file = self.rank == 0, os.path.join(out, "ckpt.pt"), None
+        self.sums, self.bad = {}, None
         if self.master:
             os.makedirs(out, exist_ok=True)
             self.file = open(os.path.join(out, "log.txt"), "a")
             if step >= max_steps:
                 print(f"checkpoint is already at step {step} >= --max-steps {max_steps}; nothing to train")
         self.bar = tqdm(total=max_steps, initial=step, disable=not self.master, desc="train", dynamic_ncols=True)
-        self.t0, self.last = time.time(), step
+        self.t0 = time.time()
 
     def write(self, msg, file=True):
         if self.master:
@@ -150,15 +163,30 @@ class Log:
                 self.file.write(msg + "\n")
                 self.file.flush()
 
-    def step(self, step, losses, lr):
-        loss = losses["loss"].item()
+    def step(self, step, losses):
+        """Add this step's losses to the running sums (on the device)."""
+        for k, v in losses.items():
+            self.sums[k] = self.sums.get(k, 0) + v.detach().float()
+        bad = (~torch.isfinite(losses["loss"].detach())).int()
+        self.bad = bad if self.bad is None else self.bad + bad
         self.bar.update(1)
-        self.bar.set_postfix(loss=f"{loss:.4f}")
-        if self.master and (step % 50 == 0 or step == self.max_steps):
-            rate = (step - self.last) / max(time.time() - self.t0, 1e-9)
-            parts = " ".join(f"{k} {v.item():.4f}" for k, v in losses.items() if k != "loss")
-            self.write(f"step {step} loss {loss:.4f} {parts} lr {lr:.2e} steps/s {rate:.2f}")
-            self.t0, self.last = time.time(), step
+
+    def read(self, step, lr):
+        """Sync: refuse non-finite losses on any process, then log the mean losses since the last read."""
+        bad = self.bad.reshape(1).clone()
+        if self.world > 1:
+            dist.all_reduce(bad)
+        if bad.item():
+            self.bar.close()                            # the error goes on a line of its own
+            raise UserError(f"the loss became nan or inf between steps {self.last} and {step} (on "
+                            f"{'one of the processes' if self.world > 1 else 'this process'}); the last good "
+                            f"checkpoint is {self.ckpt} (try a lower --lr or --precision fp32)")
+        n, rate = step - self.last, (step - self.last) / max(time.time() - self.t0, 1e-9)
+        means = {k: v.item() / n for k, v in self.sums.items()}
+        self.bar.set_postfix(loss=f"{means['loss']:.4f}")
+        parts = " ".join(f"{k} {v:.4f}" for k, v in means.items() if k != "loss")
+        self.write(f"step {step} loss {means['loss']:.4f} {parts} lr {lr:.2e} steps/s {rate:.2f}")
+        self.sums, self.bad, self.t0, self.last = {}, None, time.time(), step
 
     def close(self):
         if self.master:
@@ -230,31 +258,29 @@ def prepare_model(model, device, world, compile_):
 
 class StepBatches(torch.utils.data.Sampler):
     """
-    Batch sampler: the batch of step s on rank r is stream positions (s*world + r)*B ... +B (wrapping around
-    epochs of a finite dataset through a seeded permutation). Starting at `start_step` resumes exactly.
+    Batch sampler over an endless stream (training datasets map a stream position to a fresh puzzle, visiting a
+    finite set of files once per epoch): step s is positions s*B ... s*B + B - 1 of the global batch B, of which rank
+    r of W takes the r-th B / W. Starting at `start_step` resumes exactly.
     """
 
-    def __init__(self, length, tc, start_step, rank=0, world=1):
-        self.length, self.b, self.seed, self.max_steps = length, tc.batch_size, tc.seed, tc.max_steps
-        self.start, self.rank, self.world = start_step, rank, world
-
-    def index(self, pos):
-        """An unlimited stream: position = item; a finite set: shuffled epochs (puzzles.epoch_index)."""
-        return pos if self.length >= ENDLESS else epoch_index(pos, self.length, self.seed)
+    def __init__(self, tc, start_step, rank=0, world=1):
+        self.batch, self.per_rank, self.max_steps = tc.batch_size, tc.batch_size // world, tc.max_steps
+        self.start, self.rank = start_step, rank
 
     def __iter__(self):
         for s in range(self.start, self.max_steps):
-            first = (s * self.world + self.rank) * self.b
-            yield [self.index(p) for p in range(first, first + self.b)]
+            first = s * self.batch + self.rank * self.per_rank
+            yield list(range(first, first + self.per_rank))
 
     def __len__(self):
         return self.max_steps - self.start
 
 
-def batches(train_set, tc, step, ranks, workers):
-    """The training batches from `step` to tc.max_steps of this process (ranks = (rank, world))."""
-    sampler = StepBatches(len(train_set), tc, start_step=step, rank=ranks[0], world=ranks[1])
-    return torch.utils.data.DataLoader(train_set, batch_sampler=sampler, num_workers=workers)
+def batches(train_set, tc, step, ranks, workers, pin):
+    """The training batches from `step` to tc.max_steps of this process (ranks = (rank, world)); pin: page-locked
+    batches (CUDA), so that the copies to the device can overlap with compute."""
+    sampler = StepBatches(tc, start_step=step, rank=ranks[0], world=ranks[1])
+    return torch.utils.data.DataLoader(train_set, batch_sampler=sampler, num_workers=workers, pin_memory=pin)
 
 
 # ----------------------------------------------------------------------------
@@ -316,5 +342,7 @@ def add_train_flags(p, defaults):
     p.add_argument("--init", default=None,
                    help="fine-tune: start from this checkpoint's (EMA) weights with a fresh optimizer at step 0")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (torchrun sets one per process)")
+    p.add_argument("--log-every", type=positive, default=50,
+                   help="log the mean losses every N steps (reading them syncs the device, so not every step)")
     p.add_argument("--workers", type=int, default=1, help="data-loading processes (0 = in the main process)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (GPU speed-up)")

@@ -2,6 +2,7 @@
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -139,11 +140,71 @@ def test_shipped_checkpoint_cannot_be_resumed(tmp_path):
 
 
 def test_nan_loss_stops_and_keeps_checkpoint(tmp_path):
-    with pytest.raises(UserError, match=r"loss became (nan|inf) at step \d+; the last good checkpoint is .*ckpt.pt"):
+    with pytest.raises(UserError, match=r"loss became nan or inf between steps \d+ and \d+ \(on this process\); "
+                                        r"the last good checkpoint is .*ckpt.pt"):
         train_image_run(*TINY_IMAGE, "--lr", "1e30", "--max-steps", "50", "--ckpt-every", "1", "--eval-every", "0",
                         "--out", tmp_path)
     ck = torch.load(tmp_path / "ckpt.pt", weights_only=True)              # last good one is readable
     assert 1 <= ck["step"] < 50
+    assert all(torch.isfinite(v).all() for v in ck["model"].values())    # and holds no nan weights
+
+
+POISON = """
+import sys
+sys.path.insert(0, {root!r})
+import torch
+import config
+import train_image
+from cli import run_cli
+
+class Poisoned(torch.utils.data.Dataset):
+    # rank 1's half of the global batch of 4 is nan from step 1 on: only that process sees a nan loss first
+    def __init__(self, base):
+        self.base = base
+    def __len__(self):
+        return len(self.base)
+    def __getitem__(self, i):
+        item = self.base[i]
+        if i >= 4 and i % 4 >= 2:
+            item["content"] = item["content"] * float("nan")
+        return item
+
+make = config.ImageConfig.puzzles
+config.ImageConfig.puzzles = lambda cfg, split, seed: (Poisoned if split == "train" else lambda d: d)(make(cfg, split,
+                                                                                                          seed))
+run_cli(train_image.main, train_image.get_parser().parse_args(sys.argv[1:]))
+"""
+
+
+def test_nan_on_one_rank_stops_every_rank(tmp_path):
+    """2 gloo processes with the environment torchrun sets (launched here one by one, so that no launcher ends a
+    hung process for us), a nan loss on rank 1 only: both stop by themselves with the same one-line error (no hang
+    in the gradient all-reduce), and the checkpoint keeps the last good weights."""
+    script = tmp_path / "poisoned.py"
+    script.write_text(POISON.format(root=ROOT))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    flags = [*TINY_IMAGE, "--max-steps", "20", "--log-every", "5", "--ckpt-every", "1", "--eval-every", "0",
+             "--out", tmp_path / "run", "--device", "cpu"]
+    procs = [subprocess.Popen([sys.executable, str(script), *map(str, flags)], cwd=ROOT, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=dict(os.environ, OMP_NUM_THREADS="1", RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2",
+                                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)))
+             for r in range(2)]
+    errors = []
+    for p in procs:
+        try:
+            _, err = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise AssertionError("a process hung after another one saw a nan loss") from None
+        assert p.returncode == 2, err[-2000:]
+        errors += [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 2 and errors[0] == errors[1], errors
+    assert "between steps 1 and 2 (on one of the processes)" in errors[0]
+    assert torch.load(tmp_path / "run" / "ckpt.pt", weights_only=True)["step"] == 1
 
 
 def test_bad_flag_is_one_line_and_exit_code_2(tmp_path):

@@ -8,16 +8,18 @@ import numpy as np
 import pytest
 import torch
 from conftest import DIGITS_CKPT, sample_run, train_video_run
+from PIL import Image
 
 import train_video
 from checkpoint import load_checkpoint
 from cli import UserError, run_cli
-from config import VideoConfig
+from config import TrainConfig, VideoConfig
 from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, solve
 from posenc import sequence_table
-from puzzles import VideoPuzzles
+from puzzles import ENDLESS, VideoPuzzles
 from synthetic import moving_digits
+from training import StepBatches
 from unet3d import CONFIGS, UNet3D
 
 TINY_VIDEO = ["--size", "16", "--pieces", "3", "--frames-per-piece", "2", "--batch-size", "2", "--eval-puzzles", "2",
@@ -83,14 +85,95 @@ def test_movingmnist_split_and_resize(tmp_path):
     mm = VideoConfig(dataset="movingmnist", data_dir=str(tmp_path), pieces=5, frames_per_piece=4, size=64)
     train = mm.puzzles("train", 0)
     val, test = (VideoPuzzles(replace(mm, size=32, missing=1), s, 0) for s in ("val", "test"))
-    assert (len(train), len(val), len(test)) == (8, 1, 1)                            # 80% / 10% / 10%
-    assert train[2]["content"].max() == pytest.approx(60 / 255 * 2 - 1)
+    assert (len(train.videos), len(val), len(test)) == (8, 1, 1)                     # 80% / 10% / 10%
+    assert len(train) == ENDLESS                                # training: fresh puzzles of the clips, epoch by epoch
+    assert train[2]["content"].max() == pytest.approx((20 + 20 * train.clip_index(2)) / 255 * 2 - 1)
     item = test[0]
     assert item["content"].shape == (5, 4, 1, 32, 32) and item["missing"].sum() == 1
     assert item["content"].max() == pytest.approx(200 / 255 * 2 - 1, abs=0.05)  # the last video (bicubic overshoot)
     assert val[0]["content"].max() == pytest.approx(180 / 255 * 2 - 1, abs=0.05)
     with pytest.raises(UserError, match="fewer than the 40"):
         VideoPuzzles(replace(mm, frame_stride=2), "test", 0)
+
+
+# ----------------------------------------------------------------------------- finite sets of clips
+
+def labelled_clip(clip, frames, size=64):
+    """Frames whose every pixel says which clip and frame they are: 20 * clip + frame (frame < 20)."""
+    return np.stack([np.full((size, size), 20 * clip + t, np.uint8) for t in range(frames)])
+
+
+def write_mnist_seq(folder, clips=12):
+    """A miniature mnist_test_seq.npy in the real layout: (20 frames, clips, 64, 64) uint8."""
+    data = np.stack([labelled_clip(c, 20)[:, None] for c in range(clips)], axis=1)[:, :, 0]
+    np.save(folder / "mnist_test_seq.npy", data)
+    return folder / "mnist_test_seq.npy"
+
+
+def write_frame_folders(root, clips=4, frames=8, size=16):
+    """A video folder with class subfolders: train/<class>/<clip>/NN.png frame folders, a val/ and a test/ clip."""
+    for c in range(clips + 2):
+        folder = root / ({clips: "val/a/x", clips + 1: "test/a/y"}.get(c) or f"train/{'ab'[c % 2]}/clip{c}")
+        folder.mkdir(parents=True)
+        for t, frame in enumerate(labelled_clip(c, frames, size)):
+            Image.fromarray(np.repeat(frame[..., None], 3, -1)).save(folder / f"{t:02d}.png")
+
+
+def decode(item):
+    """(clip, first frame of the window, true_pos, missing) of a puzzle of labelled clips."""
+    values = np.round((item["content"][..., 0, 0, 0].numpy() + 1) / 2 * 255).astype(int)   # (N, F)
+    anchor = values[0, 0]                                       # piece 0 is the window's first piece
+    return anchor // 20, anchor % 20, tuple(item["true_pos"].tolist()), tuple(item["missing"].tolist())
+
+
+def epoch_puzzles(train_set, per_epoch, batch=3):
+    """The training puzzles of the first two epochs, as training draws them (training.StepBatches)."""
+    tc = TrainConfig(batch_size=batch, max_steps=-(-2 * per_epoch // batch))
+    items = [decode(train_set[i]) for b in StepBatches(tc, start_step=0) for i in b]
+    return items[:per_epoch], items[per_epoch:2 * per_epoch]
+
+
+@pytest.mark.parametrize("layout", ["npy", "frame folders"])
+def test_finite_clips_give_fresh_puzzles_every_epoch(tmp_path, layout):
+    if layout == "npy":
+        write_mnist_seq(tmp_path)
+        cfg = VideoConfig(dataset="movingmnist", data_dir=str(tmp_path), pieces=3, frames_per_piece=2, size=64,
+                          missing=1)
+        clips = 9                                               # 12 clips: 9 train, 1 val, 2 test
+    else:
+        write_frame_folders(tmp_path)
+        cfg = VideoConfig(dataset="videos", data_dir=str(tmp_path), pieces=3, frames_per_piece=2, size=16,
+                          channels=3, missing=1)
+        clips = 4
+    first, second = epoch_puzzles(cfg.puzzles("train", 0), per_epoch=clips)
+    per_clip = [sorted(p[0] for p in epoch) for epoch in (first, second)]
+    assert per_clip[0] == per_clip[1]                           # the same clips, each as often, every epoch
+    assert len(set(per_clip[0])) == clips
+    assert sorted(first) != sorted(second)                      # but other windows, shuffles and missing pieces
+    assert sum(a != b for a, b in zip(sorted(first), sorted(second))) >= clips // 2
+
+
+def test_curriculum_follows_the_step_on_a_finite_set(tmp_path):
+    write_mnist_seq(tmp_path)
+    cfg = VideoConfig(dataset="movingmnist", data_dir=str(tmp_path), pieces=4, frames_per_piece=2, size=64,
+                      curriculum=(2, 4, 3))                     # 2 pieces at step 0, all 4 by step 4 (batch 3)
+    train = cfg.puzzles("train", 0)
+    tc = TrainConfig(batch_size=3, max_steps=6)
+    counts = [{len(train[i]["true_pos"]) for i in b} for b in StepBatches(tc, start_step=0)]
+    assert counts == [{2}, {2}, {3}, {3}, {4}, {4}]             # 9 train clips: the steps run past an epoch
+
+
+def test_resume_is_exact_on_a_finite_set(tmp_path):
+    write_mnist_seq(tmp_path)
+    flags = [*TINY_VIDEO, "--dataset", "movingmnist", "--data-dir", tmp_path, "--missing", "1", "--eval-every", "0",
+             "--ckpt-every", "100", "--batch-size", "4"]
+    train_video_run(*flags, "--max-steps", "4", "--out", tmp_path / "a")        # 16 puzzles: past the 9 clips
+    train_video_run(*flags, "--max-steps", "2", "--out", tmp_path / "b")
+    train_video_run("--resume", tmp_path / "b" / "ckpt.pt", "--max-steps", "4")
+    a, b = (torch.load(tmp_path / r / "ckpt.pt", weights_only=True) for r in "ab")
+    assert a["step"] == b["step"] == 4
+    for k in a["model"]:
+        assert torch.allclose(a["model"][k], b["model"][k], atol=1e-5), k
 
 
 def test_video_folder_skips_unreadable_and_short(tmp_path):
@@ -105,8 +188,8 @@ def test_video_folder_skips_unreadable_and_short(tmp_path):
         iio.imwrite(tmp_path / "train" / "frames" / f"{t}.png", (frame * 255).astype(np.uint8))
     folder = VideoConfig(dataset="videos", data_dir=str(tmp_path), pieces=3, frames_per_piece=2, size=16, channels=3)
     train = folder.puzzles("train", 0)
-    assert len(train) == 4
-    items = [train[i] for i in range(len(train))]
+    assert len(train.files) == 4
+    items = [train[i] for i in range(4)]                        # the first epoch
     assert all(it["content"].shape == (3, 2, 3, 16, 16) for it in items)
     assert train.skipped == {str(tmp_path / "train" / "broken.gif"), str(tmp_path / "train" / "short.gif")}
     grey = replace(folder, channels=1)
