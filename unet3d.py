@@ -3,7 +3,11 @@ Pseudo-3D U-Net that denoises temporal jigsaw puzzles (video JPDVT).
 
 Paper: "Solving temporal jigsaw puzzles" (Sec. 3.2 of jpdvt_cvpr2024.tex), the supplement's "Video Experiments" and
 Table "Hyperparameters in the downsampling blocks": a Make-A-Video style U-Net (4 down blocks, a middle block,
-4 up blocks; 3 pseudo-3D conv layers and a pseudo-3D attention layer per block; 8 heads x 64) in which
+4 up blocks; 3 P-3D conv layers per block, 8 heads x 64). Where ours differs from the supplement's text ("Within
+each block, there are multiple pseudo-3D convolutional layers, a pseudo-3D attention layer"): a block (`Level`) is
+`layers_per_block` (paper config 3: the table's "3 P-3D conv layers" read as 3 resnet blocks of two 3x3 convs
+each), and every resnet block is followed by its own 2D+1D attention layer (at the levels in `attn_levels`), so
+3 attention layers per block, not one; the middle block is resnet, attention, resnet. As in the paper (Sec. 3.2),
 - the convolutions are only 2D spatial ones, applied to every frame on its own (no temporal convolution), and
 - the 2D+1D attention has no temporal position embedding,
 so that the model is equivariant to a permutation of the (shuffled) pieces: the pieces' order is carried only by
@@ -86,7 +90,9 @@ class ResBlock(nn.Module):
         self.conv1 = nn.Conv2d(c_in, c_out, 3, padding=1)
         self.emb = nn.Sequential(nn.SiLU(), nn.Linear(emb_dim, 2 * c_out))
         self.norm2 = nn.GroupNorm(groups, c_out)
-        self.conv2 = nn.Conv2d(c_out, c_out, 3, padding=1)  # zero-init: the block starts as the identity
+        # zero-init conv2: the residual branch starts at zero, so the block starts as its skip: the identity
+        # when c_in == c_out, a 1x1 conv projection when the width changes
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, padding=1)
         self.skip = nn.Conv2d(c_in, c_out, 1) if c_in != c_out else nn.Identity()
 
     def forward(self, x, emb):                                 # x ((B L), c_in, H, W), emb ((B L), D)
@@ -124,7 +130,8 @@ class Attention2Plus1D(nn.Module):
 
 
 class Level(nn.Module):
-    """`layers` resnet blocks at one resolution, each followed by 2D+1D attention when `attn` is set."""
+    """`layers` resnet blocks at one resolution, each followed by its own 2D+1D attention layer when `attn` is
+    set (so `layers` attention layers per level, not the paper's one per block)."""
 
     def __init__(self, c_in, c_out, layers, emb_dim, cfg, attn):
         super().__init__()

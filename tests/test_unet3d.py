@@ -1,10 +1,11 @@
-"""Pseudo-3D U-Net: shapes, zero init, piece-permutation equivariance, a few training steps, input checks."""
+"""Pseudo-3D U-Net: shapes, zero init, block layout, piece-permutation equivariance, a few training steps, input
+checks."""
 import pytest
 import torch
 
 from diffusion import GaussianDiffusion
 from posenc import sequence_table
-from unet3d import CONFIGS, UNet3D
+from unet3d import CONFIGS, Attention2Plus1D, Level, ResBlock, UNet3D
 
 TINY = CONFIGS["tiny"]
 
@@ -35,6 +36,21 @@ def test_shapes_and_zero_init(h, w):
     code_out, content_out = model(code, content, t, missing, torch.ones_like(missing))
     assert code_out.shape == (2, 5, 16) and content_out.shape == (2, 5, 4, 1, h, w)
     assert code_out.abs().max() == 0 and content_out.abs().max() == 0
+
+
+def test_blocks_as_the_docstring_says():
+    """A level has one attention layer per resnet block (the paper's text: one per block); an initialised resnet
+    block is its skip: the identity when the width stays, a 1x1 projection when it changes."""
+    paper = CONFIGS["paper"]
+    level = Level(64, 64, paper.layers_per_block, emb_dim=256, cfg=paper, attn=True)
+    assert len(level.res) == len(level.attn) == 3
+    assert all(isinstance(a, Attention2Plus1D) for a in level.attn)
+    model = UNet3D(TINY)                                            # initialize_weights zeroes every conv2
+    x, emb = torch.randn(3, 16, 8, 8), torch.randn(3, 64)
+    same, wider = model.down[0].res[0], model.up[0].res[0]           # 16 -> 16, 32 (skip concat) -> 16
+    assert isinstance(same, ResBlock) and torch.equal(same(x, emb), x)
+    x2 = torch.randn(3, 32, 8, 8)
+    assert isinstance(wider.skip, torch.nn.Conv2d) and torch.allclose(wider(x2, emb), wider.skip(x2))
 
 
 def test_permutation_equivariance_over_pieces():
