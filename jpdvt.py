@@ -56,12 +56,13 @@ def model_fn(model, missing, known):
 # Training objective
 # ----------------------------------------------------------------------------
 
-def puzzle_loss(model, diffusion, batch, table, anchored, weights):
-    """Diffusion loss of one batch; table (num_positions, D) holds the true code of every position."""
+def puzzle_loss(model, diffusion, batch, table, anchored, weights, t=None):
+    """Diffusion loss of one batch; table (num_positions, D) holds the true code of every position; t: (B,) long
+    diffusion steps (default: one drawn at random per puzzle)."""
     known = known_codes(batch, anchored)
     x0 = {"code": table[batch["true_pos"]], "content": batch["content"]}      # (B, N, D), (B, N, ...)
     masks = {"code": ~known, "content": batch["missing"]}                        # what is generated
-    return diffusion.training_losses(model_fn(model, batch["missing"], known), x0, masks, weights=weights)
+    return diffusion.training_losses(model_fn(model, batch["missing"], known), x0, masks, weights=weights, t=t)
 
 
 # ----------------------------------------------------------------------------

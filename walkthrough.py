@@ -42,13 +42,17 @@ def main(ckpt_path="checkpoints/image-shapes-3x3.pt"):
 
     print("3. Training (jpdvt.puzzle_loss): noise the codes at a step t, predict them back from the pieces")
     t = torch.tensor([300])
+    torch.manual_seed(0)                                        # the noise of x_t, drawn again by puzzle_loss below
     xt = diffusion.q_sample(x0, t)
     show("x_t", xt, f"(B, N, 32): sqrt(abar_t) x0 + sqrt(1 - abar_t) noise at t = {t.item()}")
     with torch.no_grad():
         pred, _ = model(xt, batch["content"], t, batch["missing"])
-        loss = puzzle_loss(model, diffusion, batch, table=table, anchored=False, weights={"code": 1.0, "content": 0.1})
-    show("prediction", pred, f"(B, N, 32): the network's x0 estimate; MSE {((pred - x0) ** 2).mean():.1e} at this t")
-    print(f"  loss at a random t: {loss['loss'].item():.4f} (code part {loss['code'].item():.4f})")
+        torch.manual_seed(0)                                    # the same t and noise: the code part is this MSE
+        loss = puzzle_loss(model, diffusion, batch, table=table, anchored=False, weights={"code": 1.0, "content": 0.1},
+                           t=t)
+    show("prediction", pred, f"(B, N, 32): the network's x0 estimate; MSE {((pred - x0) ** 2).mean():.2e} at this t")
+    print(f"  loss at t = {t.item()}: {loss['loss'].item():.2e} = 1.0 x code part {loss['code'].item():.2e}"
+          f" + 0.1 x content part {loss['content'].item():.0f} (no missing piece)")
 
     print("4. Solving (jpdvt.solve): every code starts as noise, 50 reverse DDPM steps, then the nearest cells")
     generator = torch.Generator().manual_seed(0)
