@@ -115,7 +115,12 @@ def fit_image(img, height, width, rng=None, hflip=False):
 
 
 def open_photo(path, grid, cell):
-    """The photo at `path` (PIL, loaded), refused in one sentence if unreadable or much smaller than the grid."""
+    """The photo at `path` (PIL, loaded), refused in one sentence if missing, unreadable or much smaller than the
+    grid."""
+    if not os.path.exists(path):
+        raise UserError(f"--image {path} does not exist; check the path, or pass an existing JPEG or PNG file")
+    if os.path.isdir(path):
+        raise UserError(f"--image {path} is a folder; pass one JPEG or PNG file")
     try:
         with Image.open(path) as im:
             im.load()

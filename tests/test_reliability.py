@@ -260,9 +260,10 @@ def test_train_image_bad_input(flags, needle, bad_files, capsys):
 
 
 @pytest.mark.parametrize("flags,needle", [
-    (["--image", "{bad}/notes.txt"], "--image"),
+    (["--image", "{bad}/notes.txt"], "notes.txt could not be read as an image"),
     (["--image", "{bad}/tiny.png"], "too small"),
-    (["--image", "{bad}/nothing.png"], "--image"),
+    (["--image", "{bad}/nothing.png"], "nothing.png does not exist; check the path"),
+    (["--image", "{bad}/empty"], "empty is a folder; pass one JPEG or PNG file"),
     (["--missing", "4"], "--missing"),
     (["--dataset", "folder", "--data-dir", "{bad}/empty"], "--data-dir"),
     (["--dataset", "digits"], "--dataset digits does not fit this image checkpoint"),
