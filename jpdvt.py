@@ -11,7 +11,8 @@ metrics in config.py.
 - puzzle_loss (training): the codes of every piece are generated (except an anchored one, whose code is given),
   the content of missing pieces is generated, given content stays clean; per-part weighted MSE.
 - solve (inference): sample the codes (and missing content), then give each piece the true position whose code
-  is nearest to its predicted one (a one-to-one assignment: Hungarian, or the paper's greedy rule).
+  is nearest to its predicted one (a one-to-one assignment: Hungarian, or greedy as the paper's text describes it,
+  piece by piece by L2 distance; the authors' released code uses L1 and, for images, goes position by position).
 
     model = config.build_network(); diffusion = GaussianDiffusion(1000, config.prediction)
     losses = puzzle_loss(model, diffusion, batch, table=table, anchored=False, weights={"code": 1.0, "content": 0.1})
@@ -31,7 +32,7 @@ class SampleOptions:
     """How solve() samples and assigns (sample.py's flags of the same names)."""
     steps: int = 50                # sampling steps, respaced out of T = 1000
     sampler: str = "ddpm"          # ancestral DDPM or deterministic DDIM (diffusion.SAMPLERS)
-    assign: str = "hungarian"      # predicted codes -> positions: hungarian (optimal) or greedy (paper)
+    assign: str = "hungarian"      # codes -> positions: hungarian (optimal) or greedy (paper's text; metrics.ASSIGNERS)
     samples: int = 1               # independent samples of the codes, assigned on their mean distance
     generator: Optional[torch.Generator] = None   # the noise of the samples (None: torch's global generator)
     callback: Optional[Callable] = None           # callback(i, x, x0) after every step of the first sample

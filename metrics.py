@@ -2,8 +2,11 @@
 Turning predicted positional codes into positions, and the paper's accuracy metrics.
 
 Paper: "Predicted position encodings" (supplement) and "Metrics" (Sec. 4.2).
-- assign(cost): each piece gets a distinct position. "greedy" is the paper's rule (each piece in turn takes the
-  closest free position); "hungarian" is the optimal assignment (minimum total cost), written from scratch.
+- assign(cost): each piece gets a distinct position. "hungarian" (the default) is the optimal assignment (minimum
+  total cost), written from scratch. "greedy" is the rule of the paper's text: piece by piece (in input order),
+  the closest free position by L2 distance, a used position removed. The authors' released code (find_permutation)
+  differs: it uses L1 (Manhattan) distance, and its image sampler (image_model/sample.py) goes position by
+  position, each taking the closest free piece (its video sampler goes piece by piece, as here).
 - piece_accuracy / puzzle_accuracy: fraction of pieces in place / of puzzles with every piece in place.
 - kendall_distance: discordant pairs / (n(n-1)/2), the normalized Kendall (bubble-sort) distance for videos;
   kendall_reversible: the authors' variant, the smaller of the distances of the predicted order and its reverse.
@@ -14,7 +17,8 @@ Paper: "Predicted position encodings" (supplement) and "Metrics" (Sec. 4.2).
 import numpy as np
 import torch
 
-ASSIGNERS = {"hungarian": "optimal assignment (min total L2 distance)", "greedy": "paper: closest free position"}
+ASSIGNERS = {"hungarian": "optimal assignment (min total L2 distance)",
+             "greedy": "paper's text: piece by piece, the closest free position by L2 (the authors' code: L1)"}
 
 
 def _as_cost(cost):
@@ -70,7 +74,8 @@ def hungarian(c):
 
 
 def greedy(c):
-    """The paper's rule: piece by piece, take the closest position not used yet."""
+    """The paper's text: piece by piece, take the closest position not used yet (the authors' released code uses
+    L1 distance, and goes position by position for images; see the module docstring)."""
     n, m = c.shape
     free = np.ones(m, dtype=bool)
     out = np.empty(n, dtype=np.int64)

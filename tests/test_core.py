@@ -150,6 +150,8 @@ def test_assign_torch_greedy_and_errors():
     c = torch.tensor([[0.0, 1.0], [0.1, 5.0]])
     assert assign(c, "greedy").tolist() == [0, 1]                 # piece 0 takes its closest first
     assert assign(c, "hungarian").tolist() == [1, 0]              # optimal: 1.0 + 0.1 < 0.0 + 5.0
+    c = torch.tensor([[0.1, 0.2], [0.05, 5.0]])                   # the paper's text, not the authors' image code:
+    assert assign(c, "greedy").tolist() == [0, 1]                 # piece 0 picks first; position 0 first: [1, 0]
     assert sorted(assign(torch.zeros(4, 4)).tolist()) == [0, 1, 2, 3]          # all ties: still a permutation
     with pytest.raises(ValueError, match="NaN"):
         assign(np.array([[np.nan, 1.0], [1.0, 0.0]]))
