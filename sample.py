@@ -353,8 +353,8 @@ def get_parser():
                         "report the mean (for small test folders, whose single pass is a noisy estimate)")
     p.add_argument("--steps", type=positive, default=50, help="sampling steps (respaced out of T = 1000)")
     p.add_argument("--sampler", default="ddpm", choices=SAMPLERS,
-                   help="ddpm (ancestral on respaced steps; 3.5-7.5 points more solved 3x3 puzzles than ddim at 50 "
-                        "steps, BENCHMARKS.md) or ddim (deterministic)")
+                   help="ddpm (ancestral: fresh noise at every respaced step) or ddim (deterministic, eta = 0: "
+                        "only the starting noise is random)")
     p.add_argument("--samples", type=positive, default=1,
                    help="independent samples of the codes per puzzle; positions are assigned on their mean distance "
                         "to the true codes (K times the sampling time)")
