@@ -298,7 +298,11 @@ VIDEO_DATASETS = {
                    f"training and val, t10k digits for testing) or {MOVINGMNIST_FILE} (8000 train / 1000 val / 1000 "
                    "test clips)",
     "videos": "a folder of video files (mp4, avi, gif, ...) or frame folders (--data-dir)",
+    "clevrer": "CLEVRER videos (--data-dir, a video folder; the paper's settings by default, paper.py)",
+    "ucf101": "UCF101 videos (--data-dir, a video folder with class subfolders; the paper's settings by default)",
+    "qst": "Quick Sky Time videos (--data-dir, a video folder; the paper's settings by default)",
 }
+FOLDER_VIDEOS = ("videos", "clevrer", "ucf101", "qst")    # datasets read from a folder of videos (sources.py)
 
 
 class VideoPuzzles(torch.utils.data.Dataset):
@@ -337,7 +341,7 @@ class VideoPuzzles(torch.utils.data.Dataset):
                 raise UserError(f"MovingMNIST videos have {data.shape[1]} frames, fewer than the "
                                 f"{self.span * self.stride} of {cfg.pieces} pieces x {cfg.frames_per_piece} frames x "
                                 f"--frame-stride {self.stride}; use fewer or shorter pieces")
-        elif cfg.dataset == "videos":
+        elif cfg.dataset in FOLDER_VIDEOS:
             self.files = split_files(cfg.data_dir, split, cfg.dataset, lister=list_videos, what="videos",
                                      exts=VIDEO_EXTS + ("frame folders",))
         self.skipped = set()

@@ -6,96 +6,112 @@ Paper: "Solving temporal jigsaw puzzles" (Sec. 3.2), "Temporal Jigsaw Puzzles Ex
 "Video Experiments": the first piece is the anchor, up to 25% of the pieces are missing (0..K at random while
 training), loss weights 0.8 missing frames / 0.2 positional codes, batch 32, lr 1e-4, linear schedule, T = 1000,
 250k steps; MovingMNIST is diffused in pixels, larger videos in the latent space of the Stable Diffusion
-autoencoder (256x256x3 frames -> 32x32x4 latents, `--vae`).
+autoencoder (256x256x3 frames -> 32x32x4 latents, `--vae`). Every setting comes from a flag, else the paper's table
+(paper.py; on by default for clevrer, ucf101 and qst, with --paper for movingmnist), else the dataset's default,
+else the tiny CPU recipe below; the log's first line prints each with its source.
 
     python train_video.py                            # tiny U-Net, built-in digits, 5 pieces x 4 frames, 32 px
-    python train_video.py --dataset movingmnist --data-dir data/mnist_test_seq.npy --pieces 10 \
-        --frames-per-piece 2 --missing 2 --model paper --prediction eps --lr 1e-4 --batch-size 32 --device cuda
-    python train_video.py --dataset videos --data-dir /data/ucf101 --frame-stride 2 --size 256 --pieces 8 \
-        --frames-per-piece 4 --vae /models/sd-vae --model paper --device cuda   # latent diffusion
-    torchrun --standalone --nproc_per_node=8 train_video.py --dataset videos --data-dir ... --model paper
+    python train_video.py --dataset movingmnist --data-dir data/mnist_test_seq.npy --pieces 10 --frames-per-piece 2 \
+        --paper                                      # the paper's Moving MNIST 10 x 2 setting
+    python train_video.py --dataset ucf101 --data-dir /data/ucf101 --pieces 8 --frames-per-piece 4 --vae /models/sd-vae
+    torchrun --standalone --nproc_per_node=8 train_video.py --dataset ucf101 --data-dir ... --vae ...
 
 Writes OUT/ckpt.pt ({config, model, ema, opt, scaler, step}) and OUT/log.txt; --resume OUT/ckpt.pt continues exactly.
 Solve test puzzles, order your own clip or raise a video's frame rate with sample.py --ckpt OUT/ckpt.pt.
 """
 import argparse
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 from cli import UserError, run_cli
 from config import Config, TrainConfig, VideoConfig
 from diffusion import PREDICTIONS
-from puzzles import VIDEO_DATASETS, collate
+from paper import VIDEO, paper_settings, resolve, settings_line
+from puzzles import FOLDER_VIDEOS, VIDEO_DATASETS, collate
 from training import add_train_flags, start_run, train, train_config
 from unet3d import CONFIGS
 from vae import VAE_FACTOR, load_codec
 
-# frame side when --size is left out
-DATASET_SIZES = {"digits": 32, "movingmnist": 64, "videos": 64}
+# frame side when --size is left out (the paper's settings of clevrer, ucf101, qst: 256 px frames, as latents)
+DATASET_SIZES = {"digits": 32, "movingmnist": 64, "videos": 64, "clevrer": 64, "ucf101": 64, "qst": 64}
 DEFAULTS = TrainConfig(batch_size=16, lr=1e-3, max_steps=300, ckpt_every=100, eval_every=100, eval_puzzles=32,
                        weight_code=0.2, weight_content=0.8)
+# every setting a flag can leave out, with the tiny CPU recipe's value (size: DATASET_SIZES)
+SCRIPT_DEFAULTS = {"pieces": 5, "frames_per_piece": 4, "curriculum": None, "missing": 0, "frame_stride": 1,
+                   "size": None, "model": "tiny", "prediction": "x0", "vae": None, **asdict(DEFAULTS)}
 
 
 def puzzle_config(args):
-    """The VideoConfig of the puzzle flags, validated (a UserError with a one-line fix)."""
+    """The VideoConfig of the (resolved) puzzle flags, validated (a UserError with a one-line fix)."""
     if args.curriculum and not (2 <= args.curriculum[0] <= args.pieces and args.curriculum[1] >= 1):
         raise UserError(f"--curriculum FIRST STEPS needs 2 <= FIRST <= --pieces ({args.pieces}) and STEPS >= 1, "
                         f"got {args.curriculum[0]} {args.curriculum[1]}")
-    size = args.size if args.size is not None else DATASET_SIZES[args.dataset]
     cfg = CONFIGS[args.model]
     factor = cfg.patch_size * 2 ** (len(cfg.channels) - 1) * (VAE_FACTOR if args.vae else 1)
-    if size < 8 or size % factor:
+    if args.size < 8 or args.size % factor:
         raise UserError(f"--size must be at least 8 and a multiple of {factor} for --model {args.model}"
-                        f"{' with --vae' if args.vae else ''}, got {size}")
+                        f"{' with --vae' if args.vae else ''}, got {args.size}")
     curriculum = None
     if args.curriculum:          # (first pieces, steps, stream positions per step: the global batch)
         curriculum = (*args.curriculum, args.batch_size)
     puzzle = VideoConfig(dataset=args.dataset, data_dir=args.data_dir, pieces=args.pieces,
-                         frames_per_piece=args.frames_per_piece, size=size,
-                         channels=3 if args.vae or args.dataset == "videos" else 1, frame_stride=args.frame_stride,
-                         missing=args.missing, vae=args.vae, curriculum=curriculum)
+                         frames_per_piece=args.frames_per_piece, size=args.size,
+                         channels=3 if args.vae or args.dataset in FOLDER_VIDEOS else 1,
+                         frame_stride=args.frame_stride, missing=args.missing, vae=args.vae, curriculum=curriculum)
     puzzle.check()
     return puzzle
 
 
 def make_config(args):
+    """(Config, settings line) of a fresh run: flags, else the paper's settings, else defaults (paper.resolve)."""
+    sources = {"dataset": "flag" if args.dataset else "default"}
+    args.dataset = args.dataset or "digits"
+    paper = paper_settings(VIDEO, args.dataset, args.paper)
+    sources.update(resolve(args, paper, {"size": DATASET_SIZES[args.dataset]}, SCRIPT_DEFAULTS))
+    if "vae" in paper and args.vae is None:                 # the paper's latent setting needs the user's autoencoder
+        sources["vae"] = (f"not given: diffusing pixels, not the paper's setting ({paper['vae'][1]}); pass --vae "
+                          "FOLDER for it")
     puzzle = puzzle_config(args)
     channels = load_codec(args.vae).channels if args.vae else puzzle.channels     # what the U-Net diffuses
     model = replace(CONFIGS[args.model], in_channels=channels, frames_per_piece=args.frames_per_piece)
-    return Config(puzzle=puzzle, model=model, train=train_config(args), prediction=args.prediction)
+    config = Config(puzzle=puzzle, model=model, train=train_config(args), prediction=args.prediction)
+    return config, settings_line({k: getattr(args, k) for k in sources}, sources)
 
 
 def main(args):
-    config, ckpt = start_run(args, get_parser(), kind="video", make_config=make_config)
+    config, ckpt, notes = start_run(args, {"dataset": None, "data_dir": None, **SCRIPT_DEFAULTS}, kind="video",
+                                    make_config=make_config)
     codec = load_codec(config.puzzle.vae) if config.puzzle.vae else None
     seed = config.train.seed
     train_set = config.puzzle.puzzles("train", seed)
     held_out = config.puzzle.puzzles("val", seed)                # model selection: never the test split
     eval_batch = collate([held_out[i] for i in range(min(config.train.eval_puzzles, len(held_out)))])
-    train(config, train_set, eval_batch, args=args, ckpt=ckpt, encode=codec.encode_batch if codec else None)
+    train(config, train_set, eval_batch, args=args, ckpt=ckpt, encode=codec.encode_batch if codec else None,
+          notes=notes)
 
 
 def get_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", default="digits", choices=VIDEO_DATASETS, help="where videos come from")
+    p.add_argument("--dataset", choices=VIDEO_DATASETS, help="where videos come from (default digits)")
     p.add_argument("--data-dir", default=None,
                    help="movingmnist: a folder with the MNIST IDX files (clips generated) or mnist_test_seq.npy; "
-                        "videos: a folder of video files or frame "
-                        "folders (train/ and val/ or test/ subfolders are used if present)")
-    p.add_argument("--pieces", type=int, default=5, help="pieces per puzzle; the first stays first (the anchor)")
-    p.add_argument("--frames-per-piece", type=int, default=4, help="consecutive frames in each piece")
-    p.add_argument("--curriculum", type=int, nargs=2, default=None, metavar=("FIRST", "STEPS"),
+                        "videos, clevrer, ucf101, qst: a folder of video files or frame folders (train/ and val/ or "
+                        "test/ subfolders are used if present)")
+    p.add_argument("--pieces", type=int, help="pieces per puzzle; the first stays first (the anchor; default 5)")
+    p.add_argument("--frames-per-piece", type=int, help="consecutive frames in each piece (default 4)")
+    p.add_argument("--curriculum", type=int, nargs=2, metavar=("FIRST", "STEPS"),
                    help="train on FIRST pieces at first, growing linearly to --pieces over STEPS steps (the same "
                         "network orders any number of pieces)")
-    p.add_argument("--missing", type=int, default=0,
+    p.add_argument("--missing", type=int,
                    help="up to K missing pieces while training (0..K at random), exactly K when evaluating "
-                        "(paper: at most 25%% of the pieces)")
-    p.add_argument("--frame-stride", type=int, default=1,
-                   help="keep every N-th frame (paper: MovingMNIST 1, CLEVRER 4, UCF101 2, QST 2)")
-    p.add_argument("--size", type=int, default=None,
-                   help="frame side in pixels (default: digits 32, movingmnist 64, videos 64; paper with --vae: 256)")
-    p.add_argument("--model", default="tiny", choices=CONFIGS, help="U-Net size (paper = the paper's)")
-    p.add_argument("--prediction", default="x0", choices=PREDICTIONS,
-                   help="network target: x0 (learns faster, see BENCHMARKS.md) or eps (paper)")
+                        "(default 0; paper: at most 25%% of the pieces)")
+    p.add_argument("--frame-stride", type=int,
+                   help="keep every N-th frame (default 1; paper: MovingMNIST 1, CLEVRER 4, UCF101 2, QST 2)")
+    p.add_argument("--size", type=int,
+                   help="frame side in pixels (default: digits 32, other datasets 64; paper: 64 MovingMNIST, 256 "
+                        "with --vae)")
+    p.add_argument("--model", choices=CONFIGS, help="U-Net size (default tiny; paper = the paper's)")
+    p.add_argument("--prediction", choices=PREDICTIONS,
+                   help="network target: x0 (default: learns faster, see BENCHMARKS.md) or eps (paper)")
     p.add_argument("--vae", default=None,
                    help="diffuse in the latent space of the Stable-Diffusion-style autoencoder in this local folder "
                         "(diffusers AutoencoderKL; needs pip install diffusers)")

@@ -1,0 +1,107 @@
+"""
+The paper's settings for each of its experiments, in one table to check line by line against the paper
+(../shared/paper/jpdvt_cvpr2024.tex), and how a run's settings are chosen.
+
+Each setting of a training run comes from, in this order:
+1. a flag on the command line;
+2. the paper's table below, for the datasets that only the paper's setting makes sense on (`PAPER_ONLY`: imagenet,
+   jpwleg3, clevrer, ucf101, qst; `--no-paper` turns it off) or for any dataset of the table with `--paper`
+   (e.g. Moving MNIST, which also trains on a CPU in minutes with the script's defaults);
+3. the dataset's default (its usual piece or frame size);
+4. the script's default (the tiny CPU recipe).
+`resolve` fills the flags left out and returns where each value came from; the first line of a run's log prints
+every setting with its source, e.g. "lr 0.0001 (paper: supp. Image Experiments)".
+
+    python train_image.py --dataset imagenet --data-dir /data/imagenet --grid 3      # the paper's ImageNet 3x3
+    python train_video.py --dataset movingmnist --data-dir mnist_test_seq.npy --pieces 10 --frames-per-piece 2 --paper
+"""
+import math
+
+from cli import UserError
+
+# Where a value comes from, one short citation each (sections and tables of the paper and its supplement).
+DIT = "supp. Table 'Hyperparameters for our image diffusion transformer': 12 layers, 768 wide, MLP 3072, 12 heads"
+DIT_PATCH = ("supp. same table: patch 16 (the table lists 16 / 17 / 60 without naming the experiments; 16 divides "
+             "the 64 and 96 px pieces; the text's '9 patch tokens' would be one token per piece)")
+IMG_TRAIN = "supp. 'Image Experiments': batch 256, 300 epochs, lr 1e-4"
+EPS = "Sec. 3.1: the network predicts the noise (loss ||eps - eps_theta||^2)"
+ANCHOR = "Sec. 3.2 'Implementation Details': we anchor the positional embedding of the initial patch"
+CONSTANT = "no learning-rate decay or warm-up is stated: constant"
+UNET = "supp. Table 'Hyperparameters in the downsampling blocks': 64/128/256/512 wide, 3 P-3D layers, 8 x 64 heads"
+VID_TRAIN = "supp. 'Video Experiments': batch 32, 250,000 steps, lr 1e-4"
+VID_WEIGHTS = "supp. 'Video Experiments': 0.8 missing frames / 0.2 positional codes"
+LATENT = "Sec. 3.2 and supp. 'Latent Diffusion Models': 256x256x3 frames -> 32x32x4 Stable Diffusion latents (--vae)"
+STRIDE = "supp. 'Video Experiments': temporal downsampling 1, 4, 2, 2 for MovingMNIST, CLEVRER, UCF101, QST"
+
+IMAGE = {
+    "imagenet": {"model": ("base", DIT), "patch_size": (16, DIT_PATCH),
+                 "piece_size": (64, "supp. 'Image Experiments': 192 px images cut into 3x3 patches of 64 px"),
+                 "gap": (0, "Table 2 'without gap' (with gap: --gap 21, 255 px images, 85 px cells, 64 px pieces)"),
+                 "prediction": ("eps", EPS), "anchor": (True, ANCHOR), "lr": (1e-4, IMG_TRAIN),
+                 "batch_size": (256, IMG_TRAIN), "epochs": (300, IMG_TRAIN), "schedule": ("constant", CONSTANT),
+                 "warmup": (0, CONSTANT)},
+    "jpwleg3": {"model": ("base", DIT), "patch_size": (16, DIT_PATCH),
+                "piece_size": (96, "Sec. 4.1 'JPwLEG-3': 9 fragments of 96 x 96 px"),
+                "gap": (48, "Sec. 4.1 'JPwLEG-3': gaps of 48 px between them"),
+                "prediction": ("eps", EPS), "anchor": (True, ANCHOR), "lr": (1e-4, IMG_TRAIN),
+                "batch_size": (256, IMG_TRAIN), "epochs": (300, IMG_TRAIN), "schedule": ("constant", CONSTANT),
+                "warmup": (0, CONSTANT)},
+}
+VIDEO_COMMON = {"model": ("paper", UNET), "prediction": ("eps", EPS), "lr": (1e-4, VID_TRAIN),
+                "batch_size": (32, VID_TRAIN), "max_steps": (250000, VID_TRAIN), "schedule": ("constant", CONSTANT),
+                "warmup": (0, CONSTANT), "weight_content": (0.8, VID_WEIGHTS), "weight_code": (0.2, VID_WEIGHTS)}
+VIDEO = {
+    "movingmnist": {**VIDEO_COMMON, "frame_stride": (1, STRIDE),
+                    "size": (64, "Sec. 4.1 'MovingMNIST': 64 x 64 px, diffused in pixels (Sec. 3.2: low resolution)")},
+    "clevrer": {**VIDEO_COMMON, "frame_stride": (4, STRIDE), "size": (256, LATENT), "vae": ("required", LATENT)},
+    "ucf101": {**VIDEO_COMMON, "frame_stride": (2, STRIDE), "size": (256, LATENT), "vae": ("required", LATENT)},
+    "qst": {**VIDEO_COMMON, "frame_stride": (2, STRIDE), "size": (256, LATENT), "vae": ("required", LATENT)},
+}
+PAPER_ONLY = ("imagenet", "jpwleg3", "clevrer", "ucf101", "qst")
+# the paper's piece counts (Table 'Normalized Kendall Distance'): (pieces, frames per piece); with missing pieces,
+# up to 25% of the pieces (supp. 'Video Experiments'): --missing 2 of 8 or 10
+PIECES = {"movingmnist": [(20, 1), (10, 2), (5, 4)], "clevrer": [(32, 1), (16, 2), (8, 4), (4, 8)],
+          "ucf101": [(32, 1), (16, 2), (8, 4), (4, 8)], "qst": [(32, 1), (16, 2), (8, 4), (4, 8)]}
+
+
+def paper_settings(table, dataset, wanted):
+    """The paper's settings of `dataset` when they apply: wanted = --paper/--no-paper (None: PAPER_ONLY datasets)."""
+    if wanted is None:
+        wanted = dataset in PAPER_ONLY
+    if wanted and dataset not in table:
+        raise UserError(f"--paper: the paper has no experiment on --dataset {dataset}; use one of "
+                        f"{', '.join(table)} (or drop --paper)")
+    return table[dataset] if wanted else {}
+
+
+def resolve(args, paper, dataset_defaults, script_defaults):
+    """
+    Fill every flag of `args` left out (None) from the paper's settings, else the dataset's default, else the
+    script's default, in place. Returns {name: source} for every name of script_defaults.
+    """
+    sources = {}
+    for name, default in script_defaults.items():
+        if getattr(args, name) is not None:
+            sources[name] = "flag"
+        elif name in paper and paper[name][0] != "required":
+            setattr(args, name, paper[name][0])
+            sources[name] = f"paper: {paper[name][1]}"
+        elif name in dataset_defaults:
+            setattr(args, name, dataset_defaults[name])
+            sources[name] = "dataset default"
+        else:
+            setattr(args, name, default)
+            sources[name] = "default"
+    return sources
+
+
+def steps_of_epochs(epochs, files, batch_size):
+    """Training steps of `epochs` passes over `files` training images at the global `batch_size`."""
+    return math.ceil(epochs * files / batch_size)
+
+
+def settings_line(values, sources):
+    """The first log line of a run: every setting, with its source unless it is the script's default."""
+    parts = [f"{k} {v}" + (f" ({sources[k]})" if sources.get(k, "default") != "default" else "")
+             for k, v in values.items()]
+    return "settings: " + "; ".join(parts)
