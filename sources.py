@@ -34,8 +34,10 @@ IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 VIDEO_EXTS = (".mp4", ".avi", ".gif", ".mov", ".webm", ".mkv")
 FFMPEG_EXTS = (".mp4", ".avi", ".mov", ".webm", ".mkv")  # containers imageio can only decode with ffmpeg/pyav
 FRAME_EXTS = tuple(e for e in IMAGE_EXTS if e != ".gif")  # images of a frame folder (a .gif is a video)
-TEST_FRACTION = 0.05                                       # share of a folder without a test/ subfolder held out
-VAL_FRACTION = 0.10                                        # share of train/ (or a flat folder) held out for val
+# shares of a folder without test/ (val/) subfolders held out for test (val): (test, val); JPwLEG-3 keeps the
+# paper's 2000 test and 1000 val of its 12000 MET images (Sec. 4.1), which come in subfolders without a split
+HELD_OUT = {"jpwleg3": (2000 / 12000, 1000 / 12000)}
+TEST_FRACTION, VAL_FRACTION = 0.05, 0.10
 EVAL_FOLDERS = ("test", "val", "validation")               # held-out subfolders, the first found is the test split
 
 
@@ -43,17 +45,19 @@ EVAL_FOLDERS = ("test", "val", "validation")               # held-out subfolders
 # Splits
 # ----------------------------------------------------------------------------
 
-def hashed_split(path, root):
+def hashed_split(path, root, fractions=(TEST_FRACTION, VAL_FRACTION)):
     """"test", "val" or "train": the fixed band that the hash of the path under root falls in (test [0, 5%),
-    val [5%, 15%), train the rest), so a file's split never depends on which other files exist."""
+    val [5%, 15%), train the rest, by default), so a file's split never depends on which other files exist."""
     u = hashlib.md5(os.path.relpath(path, root).encode()).digest()[0] / 256
-    return "test" if u < TEST_FRACTION else "val" if u < TEST_FRACTION + VAL_FRACTION else "train"
+    test, val = fractions
+    return "test" if u < test else "val" if u < test + val else "train"
 
 
 def split_files(data_dir, split, dataset, lister, what, exts):
     """
     Files of one split ("train", "val" or "test"), found by lister(folder); the three never share a file.
-    - test: test/ (else val/ or validation/); without such a folder, the hashed 5% of train/ (or of a flat folder).
+    - test: test/ (else val/ or validation/); without such a folder, the hashed 5% of train/ (or of a flat folder;
+      jpwleg3: the paper's shares, HELD_OUT).
     - val: val/ (or validation/) when the folder also has test/; otherwise the hashed 10% of train/ (or of a flat
       folder) next to the test band, so training's held-out check never reads the test split.
     - train: train/ (or the flat folder) without the bands held out above.
@@ -77,7 +81,8 @@ def split_files(data_dir, split, dataset, lister, what, exts):
     else:                                                      # bands of train/ (or of the flat folder) by hash
         root = train_dir if has_train else data_dir
         held_out = set() if val_dir else {"val"} if evals else {"val", "test"}   # bands not kept for training
-        files = [f for f in lister(root) if (band := hashed_split(f, root)) == split
+        fractions = HELD_OUT.get(dataset, (TEST_FRACTION, VAL_FRACTION))
+        files = [f for f in lister(root) if (band := hashed_split(f, root, fractions)) == split
                  or split == "train" and band not in held_out]
     if not files and split != "train" and lister(train_dir if has_train else data_dir):
         raise UserError(f"--data-dir {data_dir} has too few {what} for its automatic {split} split (none fell in "

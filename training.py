@@ -366,7 +366,8 @@ def add_train_flags(p, defaults):
     p.add_argument("--warmup", type=int, help=f"linear learning-rate warmup steps, 0 = none (default {d.warmup})")
     p.add_argument("--schedule", choices=SCHEDULES, help=f"learning-rate schedule (default {d.schedule})")
     p.add_argument("--max-steps", type=positive, help=f"total training steps (default {d.max_steps})")
-    p.add_argument("--ema-decay", type=float, help=f"EMA decay of the weights used for sampling (default {d.ema_decay})")
+    p.add_argument("--ema-decay", type=float,
+                   help=f"EMA decay of the weights used for sampling (default {d.ema_decay})")
     p.add_argument("--weight-code", type=loss_weight, help=f"loss weight of the positional codes (default "
                                                            f"{d.weight_code})")
     p.add_argument("--weight-content", type=loss_weight,

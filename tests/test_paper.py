@@ -1,0 +1,214 @@
+"""The paper's own paths: the README's paper commands build the paper's settings (paper.py), and a short run of
+each trains and samples on a miniature fixture in the dataset's real layout; resume and torchrun as researchers use
+them."""
+import re
+import shlex
+import sys
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+from conftest import ROOT, assert_one_line_error, run, sample_run, train_image_run, train_video_run
+from PIL import Image
+
+import paper
+import train_image
+import train_video
+from checkpoint import load_checkpoint
+from cli import UserError
+
+# ----------------------------------------------------------------------------- fixtures in the real layouts
+
+
+def photo(path, seed, size=(120, 100)):
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, 256, (6, 5, 3), dtype=np.uint8)
+    Image.fromarray(small).resize(size, Image.BICUBIC).save(path)
+
+
+def imagenet(root):
+    """ImageNet's layout: train/<wnid>/*.JPEG and val/<wnid>/*.JPEG (the paper scores ImageNet's val split)."""
+    for split, n in (("train", 6), ("val", 2)):
+        for wnid in ("n01440764", "n01443537"):
+            (root / split / wnid).mkdir(parents=True)
+            for i in range(n):
+                photo(root / split / wnid / f"{wnid}_{i}.JPEG", seed=hash((split, wnid, i)) % 1000)
+    return root
+
+
+def jpwleg3(root):
+    """JPwLEG-3's MET images: three subfolders of .jpg, no split folders (2000 test / 1000 val of 12000 by hash)."""
+    for k, sub in enumerate(("a", "b", "c")):
+        (root / sub).mkdir(parents=True)
+        for i in range(12):
+            photo(root / sub / f"{i}.jpg", seed=10 * k + i, size=(450, 440))
+    return root
+
+
+def mnist_seq(root, clips=12):
+    """mnist_test_seq.npy: (20 frames, clips, 64, 64) uint8."""
+    root.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    np.save(root / "mnist_test_seq.npy", rng.integers(0, 256, (20, clips, 64, 64), dtype=np.uint8))
+    return root / "mnist_test_seq.npy"
+
+
+def video_folder(root):
+    """A UCF101-like video folder with class subfolders: {train,val,test}/<class>/<clip>.gif, 128 frames each (the
+    paper's 8 pieces x 4 frames at CLEVRER's stride 4)."""
+    rng = np.random.default_rng(0)
+    for i, rel in enumerate(("train/ApplyEyeMakeup", "train/Archery", "val/Archery", "test/ApplyEyeMakeup")):
+        (root / rel).mkdir(parents=True)
+        iio.imwrite(root / rel / f"v_{i}.gif", rng.integers(0, 256, (128, 16, 16, 3), np.uint8), duration=100, loop=0)
+    return root
+
+
+LAYOUTS = {"imagenet": imagenet, "jpwleg3": jpwleg3, "movingmnist": mnist_seq, "clevrer": video_folder,
+           "ucf101": video_folder, "qst": video_folder}
+
+
+@pytest.fixture(scope="module")
+def layout(tmp_path_factory):
+    """layout(dataset) -> the data path of a miniature fixture in that dataset's layout, made once per module."""
+    made = {}
+
+    def make(dataset):
+        kind = LAYOUTS[dataset].__name__
+        if kind not in made:
+            made[kind] = LAYOUTS[dataset](tmp_path_factory.mktemp("data") / kind)
+        return made[kind]
+    return make
+
+
+def readme_paper_commands():
+    """The training commands of the README's 'The paper's settings' section, as argument lists (after the script)."""
+    text = open(f"{ROOT}/README.md").read()
+    section = text[text.index("## The paper's settings"):]
+    section = section[:section.index("\n## ", 4)]
+    commands = []
+    for line in re.findall(r"^(?:torchrun .*?|python) (train_\w+\.py .*)$", section, flags=re.M):
+        script, *flags = shlex.split(line.split("#")[0])
+        commands.append((script, flags))
+    return commands
+
+
+def flag(flags, name):
+    return flags[flags.index(name) + 1] if name in flags else None
+
+
+# ----------------------------------------------------------------------------- the README's commands
+
+
+def test_readme_lists_every_paper_experiment():
+    commands = readme_paper_commands()
+    datasets = [flag(f, "--dataset") for _, f in commands]
+    assert set(datasets) == {"imagenet", "jpwleg3", "movingmnist", "clevrer", "ucf101", "qst"}
+    assert any("--gap" in f for _, f in commands) and any("--missing" in f for _, f in commands)
+
+
+@pytest.mark.parametrize("script,flags", readme_paper_commands(), ids=lambda x: x if isinstance(x, str) else
+                         " ".join(x[:2] + x[-2:]))
+def test_readme_paper_command_builds_the_paper_settings(script, flags, layout):
+    """Each command, with --data-dir pointed at a miniature fixture (and --vae left to the table), gives exactly the
+    table's settings; what the command itself says (grid, pieces, gap, missing) comes from its flags."""
+    dataset = flag(flags, "--dataset")
+    flags = [str(layout(dataset)) if f == flag(flags, "--data-dir") else f for f in flags]
+    vae = flag(flags, "--vae")
+    if vae:                                                   # no autoencoder here: check its path is what is kept
+        flags = flags[:flags.index("--vae")] + flags[flags.index("--vae") + 2:]
+    module = train_image if script == "train_image.py" else train_video
+    args = module.get_parser().parse_args(flags)
+    config, line = module.make_config(args)
+    table = (paper.IMAGE if module is train_image else paper.VIDEO)[dataset]
+    for name, (value, _) in table.items():
+        if name in ("epochs", "vae") or f"--{name.replace('_', '-')}" in flags:
+            continue
+        have = {"model": args.model, "prediction": config.prediction, "patch_size": config.model.patch_size,
+                **{k: getattr(config.train, k) for k in vars(config.train)},
+                **{k: getattr(config.puzzle, k) for k in vars(config.puzzle)}}[name]
+        assert have == value, (name, have, value)
+        assert f"{name} {value} (paper: " in line
+    if module is train_image:                                 # 300 epochs of the training split at batch 256
+        files = len(config.puzzle.puzzles("train", 0).files)
+        assert config.train.max_steps == -(-300 * files // 256) and "300 epochs of" in line
+        assert config.model.hidden == 768 and config.model.depth == 12 and config.model.heads == 12
+    else:
+        assert config.model.channels == (64, 128, 256, 512) and config.model.heads == 8
+        if vae:
+            assert "not the paper's setting" in line          # said, never silent: the latents need --vae
+    assert int(flag(flags, "--pieces") or 0) == getattr(config.puzzle, "pieces", 0)
+
+
+def test_flags_override_the_paper_and_no_paper_turns_it_off(layout):
+    data = layout("imagenet")
+    config, line = train_image.make_config(train_image.get_parser().parse_args(
+        ["--dataset", "imagenet", "--data-dir", str(data), "--lr", "3e-4", "--model", "tiny"]))
+    assert config.train.lr == 3e-4 and "lr 0.0003 (flag)" in line and config.model.hidden == 128
+    assert config.prediction == "eps" and config.puzzle.anchor
+    config, line = train_image.make_config(train_image.get_parser().parse_args(
+        ["--dataset", "imagenet", "--data-dir", str(data), "--no-paper"]))
+    assert config.prediction == "x0" and not config.puzzle.anchor and "paper:" not in line
+    with pytest.raises(UserError, match="--paper: the paper has no experiment on --dataset folder"):
+        train_image.make_config(train_image.get_parser().parse_args(["--dataset", "folder", "--data-dir", str(data),
+                                                                      "--paper"]))
+
+
+TINY = {"train_image.py": ["--model", "tiny", "--piece-size", "16", "--batch-size", "4", "--max-steps", "2",
+                           "--eval-puzzles", "2", "--eval-steps", "2", "--workers", "0"],
+        "train_video.py": ["--model", "tiny", "--size", "32", "--batch-size", "2", "--max-steps", "2",
+                           "--eval-puzzles", "2", "--eval-steps", "2", "--workers", "0"]}
+
+
+@pytest.mark.parametrize("dataset", ["imagenet", "jpwleg3", "movingmnist", "ucf101"])
+def test_short_run_on_each_layout_trains_and_samples(dataset, layout, tmp_path):
+    """The paper's settings with a tiny model: a few steps train on the fixture, and sample.py scores its test split."""
+    script, flags = next((s, f) for s, f in readme_paper_commands() if flag(f, "--dataset") == dataset)
+    flags = [str(layout(dataset)) if f == flag(flags, "--data-dir") else f for f in flags]
+    if "--vae" in flags:
+        flags = flags[:flags.index("--vae")] + flags[flags.index("--vae") + 2:]
+    run_ = train_image_run if script == "train_image.py" else train_video_run
+    run_(*flags, *TINY[script], "--out", tmp_path / "run")
+    log = (tmp_path / "run" / "log.txt").read_text()
+    assert log.startswith("settings: ") and "prediction eps (paper: " in log and "final step 2" in log
+    m = sample_run("--ckpt", tmp_path / "run" / "ckpt.pt", "--num-puzzles", "2", "--steps", "2", "--out",
+                   tmp_path / "s")
+    assert m["split"] == "test" and m["num_puzzles"] >= 1 and m["dataset"] == dataset
+
+
+# ----------------------------------------------------------------------------- resume, as the README says
+
+
+def test_resume_longer_is_logged_and_a_changed_flag_is_refused(tmp_path):
+    flags = ["--grid", "2", "--piece-size", "8", "--batch-size", "4", "--eval-every", "0", "--workers", "0",
+             "--warmup", "0", "--schedule", "cosine"]
+    train_image_run(*flags, "--max-steps", "2", "--out", tmp_path)
+    ckpt = tmp_path / "ckpt.pt"
+    with pytest.raises(UserError, match=r"^--lr 0\.01 differs from the checkpoint's 0\.002: a resumed run keeps its "
+                                        r"settings; drop --lr, or start a new run from its weights with --init$"):
+        train_image_run("--resume", ckpt, "--lr", "0.01")
+    with pytest.raises(UserError, match="--model shapes a fresh run and cannot be given with --resume"):
+        train_image_run("--resume", ckpt, "--model", "small")
+    train_image_run("--resume", ckpt, "--lr", "0.002", "--grid", "2", "--max-steps", "4")   # equal flags pass
+    log = (tmp_path / "log.txt").read_text()
+    assert "resume: --max-steps 4 (the checkpoint had 2)" in log
+    assert "the cosine schedule now ends at step 4, not 2: the learning rate at step 2 becomes 0.001 (was 0)" in log
+    assert load_checkpoint(ckpt)["config"].train.max_steps == 4 and load_checkpoint(ckpt)["step"] == 4
+
+
+# ----------------------------------------------------------------------------- torchrun: the global batch
+
+
+def test_torchrun_batch_size_must_split_over_the_processes(tmp_path):
+    base = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train_image.py",
+            "--grid", "2", "--piece-size", "8", "--max-steps", "1", "--eval-every", "0", "--eval-puzzles", "2",
+            "--eval-steps", "2", "--workers", "0", "--device", "cpu"]
+    proc = run(*base, "--batch-size", "3", "--out", tmp_path, check=False)    # 4: tests/test_image.py, 2 each
+    errors = {line for line in proc.stderr.splitlines() if line.startswith("error: ")}
+    assert proc.returncode != 0 and errors == {"error: --batch-size 3 is the global batch and must split evenly over "
+                                               "the 2 processes; use a multiple of 2"}, proc.stderr[-1500:]
+
+
+def test_fp16_on_cpu_is_refused(tmp_path):
+    proc = run(sys.executable, "train_image.py", "--precision", "fp16", "--device", "cpu", "--max-steps", "1",
+               "--out", tmp_path, check=False)
+    assert_one_line_error(proc, "--precision fp16 needs a CUDA device")
