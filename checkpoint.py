@@ -1,5 +1,6 @@
 """
-Checkpoints: one `ckpt.pt` = {config, model, ema, opt, scaler, step}, plain types and tensors only.
+Checkpoints: one `ckpt.pt` = {config, model, ema, opt, scaler, step, data}, plain types and tensors only (data:
+which files of a folder dataset it trained on, sources.fingerprint; None for built-in and fixed-index data).
 
 - `save_checkpoint` writes atomically (temp file + rename), so a kill never leaves a broken file.
 - `load_checkpoint` reads with torch.load(weights_only=True), so a checkpoint can never run code, and turns its

@@ -303,6 +303,7 @@ VIDEO_DATASETS = {
     "qst": "Quick Sky Time videos (--data-dir, a video folder; the paper's settings by default)",
 }
 FOLDER_VIDEOS = ("videos", "clevrer", "ucf101", "qst")    # datasets read from a folder of videos (sources.py)
+FOLDER_DATASETS = ("folder", "imagenet", "jpwleg3", *FOLDER_VIDEOS)   # split by files (sources.split_files)
 
 
 class VideoPuzzles(torch.utils.data.Dataset):

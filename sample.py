@@ -40,6 +40,7 @@ from metrics import ASSIGNERS
 from pictures import mark_cells, save_png, stack, video_row, write_rows
 from puzzles import (
     DATASETS,
+    FOLDER_DATASETS,
     VIDEO_DATASETS,
     assemble,
     collate,
@@ -50,7 +51,7 @@ from puzzles import (
     video_item,
     video_tensor,
 )
-from sources import fit_channels, fit_image, open_photo, read_video
+from sources import fingerprint, fit_channels, fit_image, open_photo, read_video
 from vae import load_codec
 
 SCORED = {"test": "scored once, for the final figures", "val": "model selection"}
@@ -67,6 +68,7 @@ class Solver:
 
     def __init__(self, args, config, ckpt):
         self.config, self.step, self.device = config, ckpt["step"], resolve_device(args.device)
+        self.data = ckpt.get("data")                              # the training files' record (split_seen)
         self.codec = load_codec(config.puzzle.vae) if config.puzzle.vae else None
         self.model = config.build_network()
         self.model.load_state_dict(ckpt["ema"])
@@ -111,6 +113,9 @@ def score_test_set(args, solver):
     (videos) of the first pass; --animate: solving.gif of the first puzzle.
     """
     puzzle = solver.config.puzzle
+    seen, note = split_seen(solver.data, puzzle, split=args.split, ckpt=args.ckpt)
+    if note:
+        print(note)
     passes, rows, seconds, animation = [], [], 0.0, None
     for r in range(args.repeats):
         test = puzzle.puzzles(args.split, args.seed + r)
@@ -142,7 +147,7 @@ def score_test_set(args, solver):
                "counted": puzzle.counted, "num_puzzles": num, "sec_per_puzzle": seconds / (num * args.repeats),
                "dataset": puzzle.dataset, "split": args.split, "missing": puzzle.missing, "sampler": args.sampler,
                "steps": args.steps, "samples": args.samples, "assign": args.assign, "seed": args.seed,
-               "repeats": args.repeats, "ckpt": args.ckpt, "train_step": solver.step}
+               "repeats": args.repeats, "ckpt": args.ckpt, "train_step": solver.step, "split_seen": seen}
     if args.repeats > 1:
         metrics["passes"] = passes
     metrics.update({k: getattr(puzzle, k) for k in puzzle.reported})
@@ -154,8 +159,9 @@ def score_test_set(args, solver):
         summary += f" (mean of {args.repeats} passes; {puzzle.solved} of each: " + \
             " ".join(f"{p[puzzle.solved]:.3f}" for p in passes) + ")"
     ensemble = f" x{args.samples} samples" if args.samples > 1 else ""
+    unseen = "" if not seen else f" (NOT held out: the model trained on this {args.split} split)"
     print(f"{num} puzzles ({args.sampler}-{args.steps}{ensemble}, {args.assign}): {summary}, "
-          f"{metrics['sec_per_puzzle']:.3f} s/puzzle")
+          f"{metrics['sec_per_puzzle']:.3f} s/puzzle{unseen}")
     print(f"wrote {os.path.join(args.out, 'metrics.json')} and {picture} ({shown})")
     if animation:
         print(f"wrote {animation} (the sampling of the first puzzle, generated pieces in red)")
@@ -295,6 +301,42 @@ def superres(args, solver):
 # Command line
 # ----------------------------------------------------------------------------
 
+def split_seen(record, puzzle, split, ckpt):
+    """
+    Did the model train on the `split` it is asked to score? (True, False or None = cannot tell, and a sentence to
+    print or None), from the checkpoint's record of its training files (sources.fingerprint) checked against today's
+    split of the same folder. Built-in streams and Moving MNIST hold their splits apart by construction.
+    """
+    files = puzzle.puzzles(split, 0).files if puzzle.dataset in FOLDER_DATASETS else None
+    if files is None:
+        return False, None
+    if record is None:
+        return None, (f"note: {ckpt} does not record which files it trained on (written before this check), so its "
+                      f"{split} score may include training files")
+    today = fingerprint([f for s in record["splits"] for f in puzzle.puzzles(s, 0).files], puzzle.data_dir,
+                        splits=record["splits"])
+    if today != record:
+        return None, (f"note: {ckpt} trained on {record['files']} files that are not today's "
+                      f"{' + '.join(record['splits'])} split of {puzzle.data_dir}, so its {split} score may include "
+                      "training files")
+    if split in record["splits"]:
+        return True, (f"warning: {ckpt} trained on the {split} split of {puzzle.data_dir} (its record: "
+                      f"{' + '.join(record['splits'])}, {record['files']} files); this score is not held out")
+    return False, None
+
+
+def data_folder(path, ckpt):
+    """A checkpoint's relative data folder, found from here, or from the checkpoint's folder or one above it (a
+    shipped checkpoint's ../shared/data/... is relative to the repository root); None if none exists."""
+    if path is None or os.path.isabs(path) or os.path.exists(path):
+        return path
+    here = os.path.dirname(os.path.abspath(ckpt))
+    for base in (here, os.path.dirname(here), os.path.dirname(os.path.dirname(here))):
+        if os.path.exists(os.path.join(base, path)):
+            return os.path.normpath(os.path.join(base, path))
+    return None
+
+
 def test_settings(args, puzzle):
     """The checkpoint's puzzle settings with the flags that change them: --dataset, --data-dir (default: the training
     run's, for its own dataset), --missing (default: the checkpoint's; 0 for --image and --video), --frame-stride
@@ -303,7 +345,12 @@ def test_settings(args, puzzle):
     if dataset not in puzzle.datasets:
         raise UserError(f"--dataset {dataset} does not fit this {puzzle.kind} checkpoint; use one of "
                         f"{', '.join(puzzle.datasets)}")
-    own_dir = puzzle.data_dir if dataset == puzzle.dataset else None
+    own_dir = None
+    if dataset == puzzle.dataset and puzzle.data_dir and not args.data_dir:
+        own_dir = data_folder(puzzle.data_dir, args.ckpt)
+        if own_dir is None and not (args.image or args.video):
+            raise UserError(f"{args.ckpt} was trained on {puzzle.data_dir}, which is found neither from here nor "
+                            "next to the checkpoint; pass --data-dir with that folder")
     own_data = args.image or args.video
     changes = {"dataset": dataset, "data_dir": args.data_dir or own_dir,
                "missing": args.missing if args.missing is not None else (0 if own_data else puzzle.missing)}

@@ -53,6 +53,14 @@ def hashed_split(path, root, fractions=(TEST_FRACTION, VAL_FRACTION)):
     return "test" if u < test else "val" if u < test + val else "train"
 
 
+def fingerprint(files, data_dir, splits):
+    """What a checkpoint records of the files it trained on (checkpoint "data"): which bands of today's split rule
+    (`splits`), how many files, and an md5 of their sorted paths under data_dir, so that sample.py can tell whether
+    a split it scores was seen in training."""
+    names = sorted(os.path.relpath(f, data_dir) for f in files)
+    return {"splits": list(splits), "files": len(names), "digest": hashlib.md5("\n".join(names).encode()).hexdigest()}
+
+
 def split_files(data_dir, split, dataset, lister, what, exts):
     """
     Files of one split ("train", "val" or "test"), found by lister(folder); the three never share a file.

@@ -33,6 +33,7 @@ from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, puzzle_loss, solve
 from paper import PAPER_ONLY
 from puzzles import parse_grid, to_device
+from sources import fingerprint
 
 PRECISIONS = {"auto": "bf16 on CUDA, fp32 on CPU", "fp32": "full precision", "bf16": "bfloat16 autocast",
               "fp16": "float16 autocast + grad scaling (CUDA)"}
@@ -67,6 +68,8 @@ def train(config, train_set, eval_batch, args, ckpt=None, encode=None, notes=())
     diffusion, table = GaussianDiffusion(1000, config.prediction), config.puzzle.table().to(device)
     weights = {"code": tc.weight_code, "content": tc.weight_content}
     encode = encode or (lambda batch: batch)
+    files = getattr(train_set, "files", None)                 # folder datasets: which files trained (checkpoint "data")
+    data = fingerprint(files, config.puzzle.data_dir, splits=["train"]) if files else None
     eval_batch = encode(to_device(eval_batch, device))
     log = Log(args.out, (rank, world), step=step, every=args.log_every, max_steps=tc.max_steps)
     for line in notes:
@@ -98,14 +101,14 @@ def train(config, train_set, eval_batch, args, ckpt=None, encode=None, notes=())
             line = held_out_check(ema, diffusion, eval_batch, config=config, device=device)[1]
             log.write(f"eval step {step} {line}")
         if log.master and save:
-            save_checkpoint(log.ckpt, state(config, model, ema, opt=opt, scaler=scaler, step=step))
+            save_checkpoint(log.ckpt, state(config, model, ema, opt=opt, scaler=scaler, step=step, data=data))
     log.bar.close()
     if log.master:
         metrics, line = held_out_check(ema, diffusion, eval_batch, config=config, device=device)
         log.write(f"final step {step} {line}")
         print(f"held-out ({len(eval_batch['true_pos'])} val puzzles, DDIM-{tc.eval_steps}): "
               + ", ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
-        save_checkpoint(log.ckpt, state(config, model, ema, opt=opt, scaler=scaler, step=step))
+        save_checkpoint(log.ckpt, state(config, model, ema, opt=opt, scaler=scaler, step=step, data=data))
     log.close()
     if world > 1:
         dist.destroy_process_group()
@@ -121,10 +124,10 @@ def held_out_check(ema, diffusion, batch, config, device):
     return metrics, " ".join(f"{k} {v:.4f}" for k, v in metrics.items())
 
 
-def state(config, model, ema, opt, scaler, step):
-    """What ckpt.pt holds: plain types and tensors only."""
+def state(config, model, ema, opt, scaler, step, data):
+    """What ckpt.pt holds: plain types and tensors only; data: the training files' record (sources.fingerprint)."""
     return {"config": config.to_dict(), "model": model.state_dict(), "ema": ema.state_dict(),
-            "opt": opt.state_dict(), "scaler": scaler.state_dict(), "step": step}
+            "opt": opt.state_dict(), "scaler": scaler.state_dict(), "step": step, "data": data}
 
 
 def ema_update(ema, model, decay):

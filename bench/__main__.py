@@ -265,7 +265,7 @@ def export(src, dst):
     from checkpoint import save_checkpoint
     ck = torch.load(src, map_location="cpu", weights_only=True)
     save_checkpoint(dst, {"config": ck["config"], "model": {}, "ema": ck["ema"], "opt": {}, "scaler": {},
-                          "step": ck["step"]})
+                          "step": ck["step"], "data": ck.get("data")})
     print(f"wrote {dst} ({os.path.getsize(dst) / 2 ** 20:.1f} MiB, step {ck['step']})")
 
 

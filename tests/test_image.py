@@ -155,7 +155,8 @@ def test_training_steps_lower_loss():
 
 def test_checkpoint_contents(image_ckpt):
     ck = torch.load(image_ckpt, weights_only=True)                   # plain types and tensors only
-    assert set(ck) == {"config", "model", "ema", "opt", "scaler", "step"} and ck["step"] == 8
+    assert set(ck) == {"config", "model", "ema", "opt", "scaler", "step", "data"} and ck["step"] == 8
+    assert ck["data"] is None                                           # built-in shapes: no files to record
     assert set(ck["config"]) == {"kind", "prediction", "puzzle", "model", "train"}
     config = load_checkpoint(image_ckpt, "image")["config"]
     assert config.puzzle == ImageConfig(grid=(2, 2), piece_size=8, missing=1)
