@@ -11,6 +11,7 @@ from the repository root:
     python -m bench image-3x3                 # train + score one recipe (minutes)
     python -m bench baselines sampler throughput loader
     python -m bench ensemble-readme           # only the README's row of the ensemble sweep
+    python -m bench one-call one-call-val     # only the one-call rows (--steps 1), then the samplers on val
     python -m bench                           # only rewrite BENCHMARKS.md from bench/results.json
     python -m bench --score-only image-photos-3x3-mix   # score an earlier run's checkpoint again
     python -m bench --export runs/bench/image-3x3/ckpt.pt checkpoints/image-shapes-3x3.pt
@@ -33,12 +34,18 @@ from bench.recipes import (
     ENSEMBLE_CKPTS,
     ENSEMBLE_README,
     IMAGE_BASELINES,
+    ONE_CALL,
+    ONE_CALL_ENSEMBLES,
+    ONE_CALL_TEST,
+    ONE_CALL_VAL,
     PHOTOS,
     RECIPES,
     REPEATS,
     SAMPLERS,
+    SHIPPED,
     TEST_PUZZLES,
     TRANSFER,
+    VAL_SAMPLERS,
     VIDEO_BASELINES,
 )
 from config import ImageConfig, VideoConfig
@@ -190,19 +197,18 @@ def scored(group, key, cmd):
 
 
 def sweep(group, ckpt, variants, out_root):
-    """Score one checkpoint with several sample.py settings on the same test puzzles (seed 1)."""
+    """Score one checkpoint with several sample.py settings on the same puzzles (seed 1; test unless --split)."""
     for name, flags in variants.items():
-        out = os.path.join(out_root, re.sub(r"[ ,]+", "-", f"{group}-{name}"))      # a folder name without spaces
+        out = os.path.join(out_root, re.sub(r"[^\w.-]+", "-", f"{group}-{name}").strip("-"))   # no spaces, quotes
         scored(group, f"{group} {name}", ["sample.py", "--ckpt", ckpt, "--num-puzzles", TEST_PUZZLES, "--seed", "1",
                                           *flags, "--out", out])
 
 
-def ensembles(out_root):
-    for kind, ckpt, counts, missing in ENSEMBLE_CKPTS:
-        sweep("ensemble", ckpt, {f"{kind} ddim-50 x{k}" + (f" missing {m}" if m else ""):
-                                 ["--sampler", "ddim", "--samples", str(k), "--missing", str(m), *REPEATS]
+def ensembles(settings, out_root):
+    for kind, ckpt, counts, missing, (label, flags) in settings:
+        sweep("ensemble", ckpt, {f"{kind} {label} x{k}" + (f" missing {m}" if m else ""):
+                                 ["--sampler", "ddim", "--samples", str(k), "--missing", str(m), *REPEATS, *flags]
                                  for k in counts for m in missing}, out_root)
-    ensemble_readme(out_root)
 
 
 def ensemble_readme(out_root):
@@ -211,6 +217,22 @@ def ensemble_readme(out_root):
     name, ckpt, flags, folder = ENSEMBLE_README
     out = os.path.join(out_root, folder)
     scored("ensemble", f"ensemble {name}", ["sample.py", "--ckpt", ckpt, *flags, "--out", out])
+
+
+def one_call(out_root):
+    """The one-call rows (issue 27.3) beside the rows they compare with: the sampler sweep's, the one-sample ensemble
+    rows' and the video recipe rows' (the same puzzles, passes and flags, --steps 1)."""
+    sweep("sampler", SHIPPED["image-shapes-3x3"], {"steps-1": SAMPLERS["steps-1"]}, out_root)
+    ensembles(ONE_CALL_ENSEMBLES, out_root)
+    for name in ONE_CALL_TEST:
+        sweep("one-call", SHIPPED[name], {f"{name} steps-1": ONE_CALL}, out_root)
+
+
+def one_call_val(out_root):
+    """sample.py's default chosen on val: one call, DDIM-50 and DDPM-50 on each shipped checkpoint's val split."""
+    for name, flags, note in ONE_CALL_VAL:
+        sweep("one-call val", SHIPPED[name], {f"{name} {s}{note}": ["--split", "val", *flags, *sflags]
+                                              for s, sflags in VAL_SAMPLERS.items()}, out_root)
 
 
 # ----------------------------------------------------------------------------
@@ -232,7 +254,11 @@ def render():
              "marked (1 pass), scored before `--repeats` existed. Wall minutes include the end-of-training accuracy "
              "check. Machines are noisy: one run each.", ""]
     titles = {"recipes": "Recipes (train + score)", "baselines": "Non-learned baselines (same test puzzles)",
-              "sampler": "Sampler: DDIM steps against DDPM-1000 (image-3x3 checkpoint)",
+              "sampler": "Sampler: one call and DDIM steps against DDPM-1000 (image-3x3 checkpoint, shipped as "
+                         "`checkpoints/image-shapes-3x3.pt`)",
+              "one-call": "One network call (`--steps 1`) on the video recipe rows' test clips (shipped checkpoints)",
+              "one-call val": "sample.py's default chosen on val: one call, DDIM-50, DDPM-50 (val split, `--seed 1`; "
+                              "image rows 8 passes; photo rows trained on val)",
               "assign": "Assignment: Hungarian (default) against the paper's greedy rule, same sampled codes",
               "ensemble": "Ensembles: K samples of the codes per puzzle, assigned on their mean distance",
               "transfer": "The shipped photo gap model on built-in shapes (24 px pieces in 32 px cells)",
@@ -273,8 +299,8 @@ def main(args):
     if args.export:
         return export(*args.export)
     if args.list:
-        print("\n".join(list(RECIPES) + ["baselines", "sampler", "assign", "ensemble", "ensemble-readme", "transfer",
-                                          "throughput", "loader"]))
+        print("\n".join(list(RECIPES) + ["baselines", "sampler", "assign", "ensemble", "ensemble-readme", "one-call",
+                                          "one-call-val", "transfer", "throughput", "loader"]))
         return
     for name in args.names:
         if name in RECIPES:
@@ -285,14 +311,19 @@ def main(args):
             for setting in VIDEO_BASELINES:
                 video_baselines(*setting, int(TEST_PUZZLES))
         elif name == "sampler":
-            sweep("sampler", os.path.join(args.out, "image-3x3", "ckpt.pt"), SAMPLERS, args.out)
+            sweep("sampler", SHIPPED["image-shapes-3x3"], SAMPLERS, args.out)
         elif name == "assign":
             for key, (ckpt, flags) in ASSIGNMENTS.items():
                 sweep("assign", ckpt, {key: flags}, args.out)
         elif name == "ensemble":
-            ensembles(args.out)
+            ensembles(ENSEMBLE_CKPTS + ONE_CALL_ENSEMBLES, args.out)
+            ensemble_readme(args.out)
         elif name == "ensemble-readme":             # only the README row of the ensemble sweep
             ensemble_readme(args.out)
+        elif name == "one-call":                    # only the one-call rows of the sweeps above and the video rows
+            one_call(args.out)
+        elif name == "one-call-val":
+            one_call_val(args.out)
         elif name == "transfer":
             sweep("transfer", "checkpoints/image-photos-3x3-gap.pt", TRANSFER, args.out)
         elif name == "throughput":

@@ -183,9 +183,20 @@ IMAGE_BASELINES += [("folder", PHOTOS, (3, 3), piece, gap, k, PHOTO_PASSES)
 VIDEO_BASELINES = [("digits", None, 5, 4, 32), ("digits", None, 10, 2, 32)]
 VIDEO_BASELINES += [("movingmnist", MNIST, p, f, 32) for p, f in [(5, 4), (10, 2), (20, 1)]]
 
-SAMPLERS = {f"{s}-{n}": ["--sampler", s, "--steps", str(n)]
-            for s, n in [("ddim", 10), ("ddim", 25), ("ddim", 50), ("ddim", 100), ("ddpm", 50), ("ddpm", 100),
-                         ("ddpm", 1000)]}
+# the shipped checkpoints: `python -m bench --export` of their recipes' EMA weights (image-shapes-3x3: image-3x3,
+# video-digits-5x4: video-5x4, video-mmnist-10x2: video-mmnist-10x2; the photo models: image-photos-3x3 and
+# image-photos-3x3-gap-ft), so their recipe rows can be scored again without training
+SHIPPED = {name: f"checkpoints/{name}.pt" for name in ("image-shapes-3x3", "video-digits-5x4", "video-mmnist-10x2",
+                                                       "image-photos-3x3", "image-photos-3x3-gap")}
+# one network call at t = T-1 (issue 27.3): the x0 prediction from pure noise, the posterior-mean estimate of every
+# code. DDPM and DDIM give the same x0 from the same noise, but DDPM's last step draws noise that it weighs 0, which
+# shifts the next batch's starting noise; DDIM draws none
+ONE_CALL = ["--sampler", "ddim", "--steps", "1"]
+# the sampler sweep of the image-3x3 recipe's weights (its rows of 2026-11-26 read runs/bench/image-3x3/ckpt.pt;
+# the shipped checkpoint reproduces their DDIM-50 and DDPM-50 figures exactly)
+SAMPLERS = {"steps-1": ONE_CALL, **{f"{s}-{n}": ["--sampler", s, "--steps", str(n)]
+                                   for s, n in [("ddim", 10), ("ddim", 25), ("ddim", 50), ("ddim", 100), ("ddpm", 50),
+                                                ("ddpm", 100), ("ddpm", 1000)]}}
 # the same sampled codes (same seed and sampler), assigned to positions two ways
 ASSIGNMENTS = {f"{kind} {a}": (ckpt, ["--sampler", "ddim", "--assign", a])
                for kind, ckpt in [("image", "checkpoints/image-shapes-3x3.pt"),
@@ -193,10 +204,30 @@ ASSIGNMENTS = {f"{kind} {a}": (ckpt, ["--sampler", "ddim", "--assign", a])
                for a in ("hungarian", "greedy")}
 
 # several independent samples of the codes per puzzle, assigned on their mean distance (sample.py --samples K)
-# (row name, checkpoint, sample counts K, missing pieces); scored over the 8 passes of the photo rows
-ENSEMBLE_CKPTS = [("image-photos-3x3", "checkpoints/image-photos-3x3.pt", (1, 4, 16), (0,)),
-                  ("image-photos-3x3-gap", "checkpoints/image-photos-3x3-gap.pt", (1, 4, 16, 32, 64), (0,)),
-                  ("image-photos-3x3-gap", "checkpoints/image-photos-3x3-gap.pt", (32,), (1, 2, 3))]
+# (row name, checkpoint, sample counts K, missing pieces, (sampler label, extra flags)); DDIM, scored over the 8
+# passes of the photo rows
+DDIM_50 = ("ddim-50", [])
+ENSEMBLE_CKPTS = [("image-photos-3x3", SHIPPED["image-photos-3x3"], (1, 4, 16), (0,), DDIM_50),
+                  ("image-photos-3x3-gap", SHIPPED["image-photos-3x3-gap"], (1, 4, 16, 32, 64), (0,), DDIM_50),
+                  ("image-photos-3x3-gap", SHIPPED["image-photos-3x3-gap"], (32,), (1, 2, 3), DDIM_50)]
+# the one-call rows beside the one-sample DDIM-50 rows: the same flags and passes with --steps 1; and 32 one-call
+# estimates per puzzle beside the DDIM-50 x32 row (does their ensemble gain what an ensemble of samples does?)
+STEPS_1 = ("steps-1", ["--steps", "1"])
+ONE_CALL_ENSEMBLES = [("image-photos-3x3", SHIPPED["image-photos-3x3"], (1,), (0,), STEPS_1),
+                      ("image-photos-3x3-gap", SHIPPED["image-photos-3x3-gap"], (1, 32), (0,), STEPS_1),
+                      ("image-photos-3x3-gap", SHIPPED["image-photos-3x3-gap"], (1,), (1, 2, 3), STEPS_1)]
+# the video recipe rows' test clips (200, --seed 1, --sampler ddim) with one call; the shapes checkpoint's one-call
+# row on its recipe row's puzzles is the sampler sweep's steps-1
+ONE_CALL_TEST = ["video-digits-5x4", "video-mmnist-10x2"]
+# sample.py's default chosen on val (--split val, --seed 1): one call, DDIM-50 and sample.py's defaults (DDPM-50).
+# (shipped checkpoint, extra flags, note); image rows are 8 passes (seeds 1-8; the first is the seed-1 pass), video rows
+# one (about a minute per 50-step pass). The val streams of the shapes and video models are unseen by them, but
+# the photo models trained on all 205 photos of photos/train/, val included: their val rows are marked
+VAL_SAMPLERS = {"steps-1": ONE_CALL, "ddim-50": ["--sampler", "ddim", "--steps", "50"], "ddpm-50 (default)": []}
+TRAINED_ON_VAL = " (trained on val)"
+ONE_CALL_VAL = [("image-shapes-3x3", REPEATS, ""), ("video-digits-5x4", [], ""), ("video-mmnist-10x2", [], ""),
+                ("image-photos-3x3", REPEATS, TRAINED_ON_VAL),
+                ("image-photos-3x3-gap", ["--missing", "0", *REPEATS], TRAINED_ON_VAL)]
 # and the README's figure for the shipped gap model, its command as typed there: sample.py's defaults (DDPM-50,
 # --seed 0: seeds 0-7), 32 samples, 8 passes (`python -m bench ensemble-readme` runs only this row)
 # (row name, checkpoint, sample.py flags, --out folder under the bench's --out)
