@@ -1,6 +1,8 @@
 """The paper's own paths: the README's paper commands build the paper's settings (paper.py), and a short run of
 each trains and samples on a miniature fixture in the dataset's real layout; resume and torchrun as researchers use
 them."""
+import hashlib
+import os
 import re
 import shlex
 import sys
@@ -8,6 +10,7 @@ import sys
 import imageio.v3 as iio
 import numpy as np
 import pytest
+import torch
 from conftest import ROOT, assert_one_line_error, run, sample_run, train_image_run, train_video_run
 from PIL import Image
 
@@ -16,6 +19,7 @@ import train_image
 import train_video
 from checkpoint import load_checkpoint
 from cli import UserError
+from sources import hashed_split
 
 # ----------------------------------------------------------------------------- fixtures in the real layouts
 
@@ -203,12 +207,57 @@ def test_torchrun_batch_size_must_split_over_the_processes(tmp_path):
             "--grid", "2", "--piece-size", "8", "--max-steps", "1", "--eval-every", "0", "--eval-puzzles", "2",
             "--eval-steps", "2", "--workers", "0", "--device", "cpu"]
     proc = run(*base, "--batch-size", "3", "--out", tmp_path, check=False)    # 4: tests/test_image.py, 2 each
-    errors = {line for line in proc.stderr.splitlines() if line.startswith("error: ")}
-    assert proc.returncode != 0 and errors == {"error: --batch-size 3 is the global batch and must split evenly over "
-                                               "the 2 processes; use a multiple of 2"}, proc.stderr[-1500:]
+    message = "--batch-size 3 is the global batch and must split evenly over the 2 processes; use a multiple of 2"
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-1500:]     # (both processes say it)
 
 
 def test_fp16_on_cpu_is_refused(tmp_path):
     proc = run(sys.executable, "train_image.py", "--precision", "fp16", "--device", "cpu", "--max-steps", "1",
                "--out", tmp_path, check=False)
     assert_one_line_error(proc, "--precision fp16 needs a CUDA device")
+
+
+# ----------------------------------------------------------------------------- which split a model saw
+
+
+def test_scoring_a_split_the_model_trained_on_says_so(tmp_path, capsys):
+    data = tmp_path / "photos"
+    for split, n in (("train", 40), ("test", 2)):
+        (data / split).mkdir(parents=True)
+        for i in range(n):
+            photo(data / split / f"{split}{i}.png", seed=i + 100 * (split == "test"), size=(64, 64))
+    train_image_run("--dataset", "folder", "--data-dir", data, "--grid", "2", "--piece-size", "8", "--batch-size", "2",
+                    "--max-steps", "1", "--eval-puzzles", "2", "--eval-steps", "1", "--workers", "0", "--out",
+                    tmp_path / "run")
+    ckpt = tmp_path / "run" / "ckpt.pt"
+    record = torch.load(ckpt, weights_only=True)["data"]
+    assert record["splits"] == ["train"] and 0 < record["files"] < 40          # the hashed val band is held out
+    flags = ["--ckpt", ckpt, "--split", "val", "--num-puzzles", "2", "--steps", "1", "--out", tmp_path / "s"]
+    assert sample_run(*flags)["split_seen"] is False
+    saw_val = dict(torch.load(ckpt, weights_only=True), data={**record, "splits": ["train", "val"], "files": 40})
+    torch.save(saw_val, tmp_path / "saw_val.pt")
+    capsys.readouterr()
+    assert sample_run(*flags[:1], tmp_path / "saw_val.pt", *flags[2:])["split_seen"] is None    # digest differs
+    assert "not today's train + val split" in capsys.readouterr().out
+    names = sorted(os.path.relpath(f, data) for f in (data / "train").iterdir())
+    saw_val["data"]["digest"] = hashlib.md5("\n".join(names).encode()).hexdigest()   # every train/ file: train + val
+    torch.save(saw_val, tmp_path / "saw_val.pt")
+    m = sample_run(*flags[:1], tmp_path / "saw_val.pt", *flags[2:])
+    out = capsys.readouterr().out
+    assert m["split_seen"] is True and "this score is not held out" in out and "NOT held out" in out
+    trained = next(f for f in (data / "train").iterdir() if hashed_split(str(f), str(data / "train")) == "train")
+    trained.unlink()                                          # the folder changed since training: cannot tell
+    assert sample_run(*flags)["split_seen"] is None
+
+
+def test_shipped_checkpoint_finds_its_data_from_any_folder(tmp_path):
+    """The shipped checkpoints store ../shared/data/... relative to the repository; the fixture runs in tmp_path."""
+    m = sample_run("--ckpt", f"{ROOT}/checkpoints/image-photos-3x3.pt", "--num-puzzles", "2", "--steps", "1",
+                   "--out", tmp_path / "s")
+    assert m["num_puzzles"] == 2 and m["split_seen"] is False
+    ck = torch.load(f"{ROOT}/checkpoints/image-shapes-3x3.pt", weights_only=True)
+    ck["config"]["puzzle"].update(dataset="folder", data_dir="nowhere/photos")
+    torch.save(ck, tmp_path / "moved.pt")
+    with pytest.raises(UserError, match=r"was trained on nowhere/photos, which is found neither from here nor next "
+                                        r"to the checkpoint; pass --data-dir with that folder$"):
+        sample_run("--ckpt", tmp_path / "moved.pt", "--out", tmp_path / "s")
