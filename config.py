@@ -178,14 +178,16 @@ RETIRED = {"color_jitter", "rotate"}
 @dataclass
 class TrainConfig:
     """How a run trains: the train_*.py flags of the same names (their defaults differ by script)."""
-    batch_size: int = 32                     # puzzles per step per process
+    batch_size: int = 32                     # puzzles per step, over all processes (each of W takes B / W)
     lr: float = 1e-3                         # AdamW learning rate (weight decay 0)
     warmup: int = 100                        # linear warmup steps
-    schedule: str = "constant"               # after warmup: constant (paper) or cosine to 0 at max_steps
+    schedule: str = "constant"               # constant (paper) or cosine from step 0 to 0 at max_steps, either
+                                             # times the warm-up ramp
     max_steps: int = 2000                    # total training steps
     ema_decay: float = 0.999                 # EMA of the weights used for sampling
     weight_code: float = 1.0                 # loss weight of the positional codes
-    weight_content: float = 0.1              # loss weight of missing pieces' content
+    weight_content: float = 0.1              # loss weight of missing pieces' content (a mean over the missing
+                                             # entries of the batch, whatever their number)
     precision: str = "auto"                  # autocast: auto (bf16 on CUDA, fp32 on CPU), fp32, bf16 or fp16
     seed: int = 0                            # data stream, noise and initial weights
     ckpt_every: int = 500                    # write ckpt.pt every N steps

@@ -138,7 +138,8 @@ def ema_update(ema, model, decay):
 
 
 def learning_rate(tc, step):
-    """Linear warmup over tc.warmup steps, then constant or cosine-decayed to 0 at tc.max_steps."""
+    """The peak tc.lr, constant or cosine-decayed from step 0 to 0 at tc.max_steps, times a linear warm-up ramp over
+    the first tc.warmup steps."""
     lr = tc.lr * min(1.0, (step + 1) / tc.warmup) if tc.warmup else tc.lr
     if tc.schedule == "cosine":
         lr *= 0.5 * (1 + math.cos(math.pi * min(step / tc.max_steps, 1.0)))
