@@ -33,19 +33,15 @@ VID_WEIGHTS = "supp. 'Video Experiments': 0.8 missing frames / 0.2 positional co
 LATENT = "Sec. 3.2 and supp. 'Latent Diffusion Models': 256x256x3 frames -> 32x32x4 Stable Diffusion latents (--vae)"
 STRIDE = "supp. 'Video Experiments': temporal downsampling 1, 4, 2, 2 for MovingMNIST, CLEVRER, UCF101, QST"
 
+IMAGE_COMMON = {"model": ("base", DIT), "patch_size": (16, DIT_PATCH), "prediction": ("eps", EPS),
+                "anchor": (True, ANCHOR), "lr": (1e-4, IMG_TRAIN), "batch_size": (256, IMG_TRAIN),
+                "epochs": (300, IMG_TRAIN), "schedule": ("constant", CONSTANT), "warmup": (0, CONSTANT)}
 IMAGE = {
-    "imagenet": {"model": ("base", DIT), "patch_size": (16, DIT_PATCH),
+    "imagenet": {**IMAGE_COMMON,
                  "piece_size": (64, "supp. 'Image Experiments': 192 px images cut into 3x3 patches of 64 px"),
-                 "gap": (0, "Table 2 'without gap' (with gap: --gap 21, 255 px images, 85 px cells, 64 px pieces)"),
-                 "prediction": ("eps", EPS), "anchor": (True, ANCHOR), "lr": (1e-4, IMG_TRAIN),
-                 "batch_size": (256, IMG_TRAIN), "epochs": (300, IMG_TRAIN), "schedule": ("constant", CONSTANT),
-                 "warmup": (0, CONSTANT)},
-    "jpwleg3": {"model": ("base", DIT), "patch_size": (16, DIT_PATCH),
-                "piece_size": (96, "Sec. 4.1 'JPwLEG-3': 9 fragments of 96 x 96 px"),
-                "gap": (48, "Sec. 4.1 'JPwLEG-3': gaps of 48 px between them"),
-                "prediction": ("eps", EPS), "anchor": (True, ANCHOR), "lr": (1e-4, IMG_TRAIN),
-                "batch_size": (256, IMG_TRAIN), "epochs": (300, IMG_TRAIN), "schedule": ("constant", CONSTANT),
-                "warmup": (0, CONSTANT)},
+                 "gap": (0, "Table 2 'without gap' (with gap: --gap 21, 255 px images, 85 px cells, 64 px pieces)")},
+    "jpwleg3": {**IMAGE_COMMON, "piece_size": (96, "Sec. 4.1 'JPwLEG-3': 9 fragments of 96 x 96 px"),
+                "gap": (48, "Sec. 4.1 'JPwLEG-3': gaps of 48 px between them")},
 }
 VIDEO_COMMON = {"model": ("paper", UNET), "prediction": ("eps", EPS), "lr": (1e-4, VID_TRAIN),
                 "batch_size": (32, VID_TRAIN), "max_steps": (250000, VID_TRAIN), "schedule": ("constant", CONSTANT),

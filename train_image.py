@@ -18,7 +18,6 @@ from dataclasses import asdict, replace
 
 from cli import UserError, positive, run_cli
 from config import Config, ImageConfig, TrainConfig
-from diffusion import PREDICTIONS
 from dit import CONFIGS
 from paper import IMAGE, paper_settings, resolve, settings_line, steps_of_epochs
 from puzzles import DATASETS, collate, parse_grid
@@ -119,8 +118,6 @@ def get_parser():
     p.add_argument("--patch-size", type=positive,
                    help="ViT patch side in pixels, must divide the piece size (default: the largest divisor of "
                         "the piece size up to the model's patch size)")
-    p.add_argument("--prediction", choices=PREDICTIONS,
-                   help="network target: x0 (default: learns faster, see BENCHMARKS.md) or eps (paper)")
     p.add_argument("--anchor", action=argparse.BooleanOptionalAction, default=None,
                    help="give the model the true position of the first shuffled piece (a random cell; the paper's "
                         "anchoring; default off)")

@@ -24,7 +24,6 @@ from dataclasses import asdict, replace
 
 from cli import UserError, run_cli
 from config import Config, TrainConfig, VideoConfig
-from diffusion import PREDICTIONS
 from paper import VIDEO, paper_settings, resolve, settings_line
 from puzzles import FOLDER_VIDEOS, VIDEO_DATASETS, collate
 from training import add_train_flags, start_run, train, train_config
@@ -104,14 +103,12 @@ def get_parser():
     p.add_argument("--missing", type=int,
                    help="up to K missing pieces while training (0..K at random), exactly K when evaluating "
                         "(default 0; paper: at most 25%% of the pieces)")
-    p.add_argument("--frame-stride", type=int,
-                   help="keep every N-th frame (default 1; paper: MovingMNIST 1, CLEVRER 4, UCF101 2, QST 2)")
     p.add_argument("--size", type=int,
                    help="frame side in pixels (default: digits 32, other datasets 64; paper: 64 MovingMNIST, 256 "
                         "with --vae)")
     p.add_argument("--model", choices=CONFIGS, help="U-Net size (default tiny; paper = the paper's)")
-    p.add_argument("--prediction", choices=PREDICTIONS,
-                   help="network target: x0 (default: learns faster, see BENCHMARKS.md) or eps (paper)")
+    p.add_argument("--frame-stride", type=int,
+                   help="keep every N-th frame (default 1; paper: MovingMNIST 1, CLEVRER 4, UCF101 2, QST 2)")
     p.add_argument("--vae", default=None,
                    help="diffuse in the latent space of the Stable-Diffusion-style autoencoder in this local folder "
                         "(diffusers AutoencoderKL; needs pip install diffusers)")

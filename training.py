@@ -29,7 +29,7 @@ from tqdm import tqdm
 from checkpoint import load_checkpoint, save_checkpoint
 from cli import UserError, loss_weight, positive, positive_float, resolve_device
 from config import TrainConfig
-from diffusion import GaussianDiffusion
+from diffusion import PREDICTIONS, GaussianDiffusion
 from jpdvt import SampleOptions, puzzle_loss, solve
 from paper import PAPER_ONLY
 from puzzles import parse_grid, to_device
@@ -361,9 +361,12 @@ def resumed(config, given, step):
 
 
 def add_train_flags(p, defaults):
-    """Flags shared by the two training scripts (help text on each); `defaults` are the script's TrainConfig,
-    shown in the help; a flag left out is None until paper.resolve fills it (flag, paper, dataset, script)."""
+    """Flags shared by the two training scripts (help text on each), --prediction among them; `defaults` are the
+    script's TrainConfig, shown in the help; a flag left out is None until paper.resolve fills it (flag, paper,
+    dataset default, script default)."""
     d = defaults
+    p.add_argument("--prediction", choices=PREDICTIONS,
+                   help="network target: x0 (default: learns faster, see BENCHMARKS.md) or eps (paper)")
     p.add_argument("--batch-size", type=positive, help=f"puzzles per step, over all processes: with torchrun each of "
                                                        f"W processes takes B / W (default {d.batch_size})")
     p.add_argument("--lr", type=positive_float, help=f"AdamW learning rate (default {d.lr}; paper: 1e-4)")

@@ -73,10 +73,17 @@ def fresh_state(monkeypatch, tmp_path):
     sources.load_photo.cache_clear()
 
 
+def tiny_run(factory, train_run, flags, steps):
+    """A tiny model trained for `steps` steps with up to 1 missing piece, held-out checks and checkpoints halfway and
+    at the end, in a fresh temporary folder; returns its ckpt.pt."""
+    out = factory.mktemp("run")
+    half = str(steps // 2)
+    train_run(*flags, "--missing", "1", "--max-steps", str(steps), "--ckpt-every", half, "--eval-every", half,
+              "--out", out)
+    return out / "ckpt.pt"
+
+
 @pytest.fixture(scope="session")
 def image_ckpt(tmp_path_factory):
     """A 2x2 image model trained for 8 steps with up to 1 missing piece, a held-out check and a checkpoint at 4."""
-    out = tmp_path_factory.mktemp("image_run")
-    train_image_run(*TINY_IMAGE, "--missing", "1", "--max-steps", "8", "--ckpt-every", "4", "--eval-every", "4",
-                    "--out", out)
-    return out / "ckpt.pt"
+    return tiny_run(tmp_path_factory, train_image_run, TINY_IMAGE, steps=8)

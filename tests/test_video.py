@@ -7,7 +7,7 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 import torch
-from conftest import DIGITS_CKPT, sample_run, train_video_run
+from conftest import DIGITS_CKPT, sample_run, tiny_run, train_video_run
 from PIL import Image
 
 import train_video
@@ -41,10 +41,7 @@ def red_pixels(gif):
 
 @pytest.fixture(scope="module")
 def video_ckpt(tmp_path_factory):
-    out = tmp_path_factory.mktemp("video_run")
-    train_video_run(*TINY_VIDEO, "--missing", "1", "--max-steps", "4", "--ckpt-every", "2", "--eval-every", "2",
-                    "--out", out)
-    return out / "ckpt.pt"
+    return tiny_run(tmp_path_factory, train_video_run, TINY_VIDEO, steps=4)
 
 
 def digits(**kw):
