@@ -237,8 +237,7 @@ IMAGE_BAD = [
     (["--missing", "9"], "--missing"),
     (["--batch-size", "0"], "--batch-size"), (["--max-steps", "0"], "--max-steps"),
     (["--lr", "-1"], "--lr"),
-    (["--weight-content", "-0.5"], "--weight-content"),
-    (["--weight-code", "nan"], "--weight-code"),
+    (["--weight-content", "-0.5"], "--weight-content"), (["--weight-code", "nan"], "--weight-code"),
     (["--device", "tpu"], "--device"),
     (["--dataset", "imagenet"], "--data-dir"),
     (["--dataset", "folder", "--data-dir", "/nonexistent/photos"], "--data-dir"),
@@ -260,8 +259,7 @@ def test_train_image_bad_input(flags, needle, bad_files, capsys):
 
 @pytest.mark.parametrize("flags,needle", [
     (["--image", "{bad}/notes.txt"], "notes.txt could not be read as an image"),
-    (["--image", "{bad}/tiny.png"], "too small"),
-    (["--image", "{bad}/nothing.png"], "nothing.png does not exist; check the path"),
+    (["--image", "{bad}/tiny.png"], "too small"), (["--image", "{bad}/nothing.png"], "nothing.png does not exist"),
     (["--image", "{bad}/empty"], "empty is a folder; pass one JPEG or PNG file"),
     (["--missing", "4"], "--missing"),
     (["--dataset", "folder", "--data-dir", "{bad}/empty"], "--data-dir"),
