@@ -29,7 +29,7 @@ from jpdvt import known_codes
 from metrics import kendall_distance, kendall_reversible, piece_accuracy, puzzle_accuracy, relabel_generated
 from pictures import image_row, save_png, stack, video_row, write_rows
 from posenc import grid_table, sequence_table
-from puzzles import DATASETS, VIDEO_DATASETS, ImagePuzzles, VideoPuzzles, check_missing, check_video
+from puzzles import DATASETS, VIDEO_DATASETS, ImagePuzzles, VideoPuzzles
 from unet3d import UNet3D, UNetConfig
 
 # ----------------------------------------------------------------------------
@@ -165,6 +165,23 @@ class VideoConfig:
         return path, "shuffled input | solved, generated frames in red | ground truth"
 
 
+def check_missing(missing, pieces, kept, what):
+    """--missing must leave the `kept` always-given pieces (the anchor) and at least one more piece to place."""
+    if not 0 <= missing < pieces - kept:
+        raise UserError(f"--missing must be between 0 and {pieces - 1 - kept} for {what}, got {missing}")
+
+
+def check_video(pieces, frames_per_piece, missing, frame_stride):
+    """Validate the video puzzle flags; raises UserError with a one-line fix."""
+    if pieces < 2:
+        raise UserError(f"--pieces must be at least 2 (the anchor and a piece to place), got {pieces}")
+    if frames_per_piece < 1:
+        raise UserError(f"--frames-per-piece must be at least 1, got {frames_per_piece}")
+    check_missing(missing, pieces, kept=1, what=f"{pieces} pieces (the first, the anchor, stays given)")
+    if frame_stride < 1:
+        raise UserError(f"--frame-stride must be at least 1, got {frame_stride}")
+
+
 KINDS = {"image": ImageConfig, "video": VideoConfig}
 # training-only fields of levers since removed (bench/notes.md, "Removed levers"): checkpoints that have them load
 # without them (sampling never read them)
@@ -181,8 +198,8 @@ class TrainConfig:
     batch_size: int = 32                     # puzzles per step, over all processes (each of W takes B / W)
     lr: float = 1e-3                         # AdamW learning rate (weight decay 0)
     warmup: int = 100                        # linear warmup steps
-    schedule: str = "constant"               # constant (paper) or cosine from step 0 to 0 at max_steps, either
-                                             # times the warm-up ramp
+    schedule: str = "constant"               # constant (the paper states no schedule) or cosine from step 0 to
+                                             # 0 at max_steps, either times the warm-up ramp
     max_steps: int = 2000                    # total training steps
     ema_decay: float = 0.999                 # EMA of the weights used for sampling
     weight_code: float = 1.0                 # loss weight of the positional codes

@@ -134,7 +134,8 @@ class GaussianDiffusion:
 
     def timesteps(self, steps):
         """`steps` evenly spaced timesteps from T-1 down to 0 (all T for steps >= T). One step is [T-1]: a single
-        network call on pure noise, whose x0 prediction is the posterior-mean estimate of every generated entry."""
+        network call on pure noise, whose x0 prediction (of an x0-prediction model) is the posterior-mean estimate of
+        every generated entry."""
         steps = max(1, min(int(steps), self.num_steps))
         if steps == 1:
             return [self.num_steps - 1]

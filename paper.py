@@ -4,15 +4,16 @@ The paper's settings for each of its experiments, in one table to check line by 
 
 Each setting of a training run comes from, in this order:
 1. a flag on the command line;
-2. the paper's table below, for the datasets that only the paper's setting makes sense on (`PAPER_ONLY`: imagenet,
-   jpwleg3, clevrer, ucf101, qst; `--no-paper` turns it off) or for any dataset of the table with `--paper`
-   (e.g. Moving MNIST, which also trains on a CPU in minutes with the script's defaults);
+2. the paper's table below (what the paper states, and a long run's checkpoint schedule), for the datasets that
+   only the paper's setting makes sense on (`PAPER_ONLY`: imagenet, jpwleg3, clevrer, ucf101, qst; `--no-paper` turns
+   it off) or for any dataset of the table with `--paper` (e.g. Moving MNIST, which also trains on a CPU in minutes
+   with the script's defaults);
 3. the dataset's default (its usual piece or frame size);
 4. the script's default (the tiny CPU recipe).
 `resolve` fills the flags left out and returns where each value came from; the first line of a run's log prints
-every setting with its source, e.g. "lr 0.0001 (paper: supp. Image Experiments)".
+every setting with its source, e.g. "lr 0.0001 (paper table: supp. 'Image Experiments': ...)".
 
-    python train_image.py --dataset imagenet --data-dir /data/imagenet --grid 3      # the paper's ImageNet 3x3
+    python train_image.py --dataset imagenet --data-dir /data/imagenet --grid 3      # the paper's ImageNet 3x3 (gaps)
     python train_video.py --dataset movingmnist --data-dir mnist_test_seq.npy --pieces 10 --frames-per-piece 2 --paper
 """
 import math
@@ -27,25 +28,31 @@ IMG_TRAIN = "supp. 'Image Experiments': batch 256, 300 epochs, lr 1e-4"
 EPS = "Sec. 3.1: the network predicts the noise (loss ||eps - eps_theta||^2)"
 ANCHOR = "Sec. 3.2 'Implementation Details': we anchor the positional embedding of the initial patch"
 CONSTANT = "no learning-rate decay or warm-up is stated: constant"
+LARGE_RUN = "not in the paper: a long run checkpoints every 10,000 steps (as the authors' code) and checks every 5,000"
 UNET = "supp. Table 'Hyperparameters in the downsampling blocks': 64/128/256/512 wide, 3 P-3D layers, 8 x 64 heads"
 VID_TRAIN = "supp. 'Video Experiments': batch 32, 250,000 steps, lr 1e-4"
 VID_WEIGHTS = "supp. 'Video Experiments': 0.8 missing frames / 0.2 positional codes"
 LATENT = "Sec. 3.2 and supp. 'Latent Diffusion Models': 256x256x3 frames -> 32x32x4 Stable Diffusion latents (--vae)"
 STRIDE = "supp. 'Video Experiments': temporal downsampling 1, 4, 2, 2 for MovingMNIST, CLEVRER, UCF101, QST"
 
-IMAGE_COMMON = {"model": ("base", DIT), "patch_size": (16, DIT_PATCH), "prediction": ("eps", EPS),
+COMMON = {"schedule": ("constant", CONSTANT), "warmup": (0, CONSTANT), "ckpt_every": (10000, LARGE_RUN),
+          "eval_every": (5000, LARGE_RUN)}
+IMAGE_COMMON = {**COMMON, "model": ("base", DIT), "patch_size": (16, DIT_PATCH), "prediction": ("eps", EPS),
                 "anchor": (True, ANCHOR), "lr": (1e-4, IMG_TRAIN), "batch_size": (256, IMG_TRAIN),
-                "epochs": (300, IMG_TRAIN), "schedule": ("constant", CONSTANT), "warmup": (0, CONSTANT)}
+                "epochs": (300, IMG_TRAIN)}
 IMAGE = {
+    # Tables 1 and 2 'with gap' (68.7% of puzzles): Wei et al.'s protocol; Table 2 'without gap' (99.4%): --gap 0
     "imagenet": {**IMAGE_COMMON,
-                 "piece_size": (64, "supp. 'Image Experiments': 192 px images cut into 3x3 patches of 64 px"),
-                 "gap": (0, "Table 2 'without gap' (with gap: --gap 21, 255 px images, 85 px cells, 64 px pieces)")},
+                 "piece_size": (64, "Sec. 4.3: images resized to 255 px, 3x3 cells of 85 px, pieces cropped to 64 px "
+                                    "(at random in training, the centre at test time)"),
+                 "gap": (21, "Sec. 4.3: 85 px cells - 64 px pieces (Tables 1 and 2 'with gap'; --gap 0: Table 2 "
+                             "'without gap', 192 px images of 64 px pieces, supp. 'Image Experiments')")},
     "jpwleg3": {**IMAGE_COMMON, "piece_size": (96, "Sec. 4.1 'JPwLEG-3': 9 fragments of 96 x 96 px"),
                 "gap": (48, "Sec. 4.1 'JPwLEG-3': gaps of 48 px between them")},
 }
-VIDEO_COMMON = {"model": ("paper", UNET), "prediction": ("eps", EPS), "lr": (1e-4, VID_TRAIN),
-                "batch_size": (32, VID_TRAIN), "max_steps": (250000, VID_TRAIN), "schedule": ("constant", CONSTANT),
-                "warmup": (0, CONSTANT), "weight_content": (0.8, VID_WEIGHTS), "weight_code": (0.2, VID_WEIGHTS)}
+VIDEO_COMMON = {**COMMON, "model": ("paper", UNET), "prediction": ("eps", EPS), "lr": (1e-4, VID_TRAIN),
+                "batch_size": (32, VID_TRAIN), "max_steps": (250000, VID_TRAIN), "weight_content": (0.8, VID_WEIGHTS),
+                "weight_code": (0.2, VID_WEIGHTS)}
 VIDEO = {
     "movingmnist": {**VIDEO_COMMON, "frame_stride": (1, STRIDE),
                     "size": (64, "Sec. 4.1 'MovingMNIST': 64 x 64 px, diffused in pixels (Sec. 3.2: low resolution)")},
@@ -54,10 +61,6 @@ VIDEO = {
     "qst": {**VIDEO_COMMON, "frame_stride": (2, STRIDE), "size": (256, LATENT), "vae": ("required", LATENT)},
 }
 PAPER_ONLY = ("imagenet", "jpwleg3", "clevrer", "ucf101", "qst")
-# the paper's piece counts (Table 'Normalized Kendall Distance'): (pieces, frames per piece); with missing pieces,
-# up to 25% of the pieces (supp. 'Video Experiments'): --missing 2 of 8 or 10
-PIECES = {"movingmnist": [(20, 1), (10, 2), (5, 4)], "clevrer": [(32, 1), (16, 2), (8, 4), (4, 8)],
-          "ucf101": [(32, 1), (16, 2), (8, 4), (4, 8)], "qst": [(32, 1), (16, 2), (8, 4), (4, 8)]}
 
 
 def paper_settings(table, dataset, wanted):
@@ -81,7 +84,7 @@ def resolve(args, paper, dataset_defaults, script_defaults):
             sources[name] = "flag"
         elif name in paper and paper[name][0] != "required":
             setattr(args, name, paper[name][0])
-            sources[name] = f"paper: {paper[name][1]}"
+            sources[name] = f"paper table: {paper[name][1]}"
         elif name in dataset_defaults:
             setattr(args, name, dataset_defaults[name])
             sources[name] = "dataset default"

@@ -21,7 +21,6 @@ Where the pixels come from: synthetic.py (built in), sources.py (image and video
 import functools
 import math
 import re
-import sys
 
 import numpy as np
 import torch
@@ -38,6 +37,7 @@ from sources import (
     list_images,
     list_videos,
     load_photo,
+    note_skip,
     random_crop,
     read_video,
     require_backend,
@@ -114,23 +114,6 @@ def shuffle_pieces(n, rng, missing=0, anchor=False):
     return true_pos, miss
 
 
-def check_missing(missing, pieces, kept, what):
-    """--missing must leave the `kept` always-given pieces (the anchor) and at least one more piece to place."""
-    if not 0 <= missing < pieces - kept:
-        raise UserError(f"--missing must be between 0 and {pieces - 1 - kept} for {what}, got {missing}")
-
-
-def check_video(pieces, frames_per_piece, missing, frame_stride):
-    """Validate the video puzzle flags; raises UserError with a one-line fix."""
-    if pieces < 2:
-        raise UserError(f"--pieces must be at least 2 (the anchor and a piece to place), got {pieces}")
-    if frames_per_piece < 1:
-        raise UserError(f"--frames-per-piece must be at least 1, got {frames_per_piece}")
-    check_missing(missing, pieces, kept=1, what=f"{pieces} pieces (the first, the anchor, stays given)")
-    if frame_stride < 1:
-        raise UserError(f"--frame-stride must be at least 1, got {frame_stride}")
-
-
 @functools.lru_cache(maxsize=4)
 def _epoch_order(length, seed, epoch):
     return np.random.default_rng([seed, 7, epoch]).permutation(length)
@@ -140,14 +123,6 @@ def epoch_index(pos, length, seed):
     """Stream position -> item of a finite set: every item once per epoch, each epoch in its own seeded order."""
     epoch, j = divmod(pos, length)
     return int(_epoch_order(length, seed, epoch)[j])
-
-
-def note_skip(skipped, path, why, total):
-    """Skip a file for good (the next one takes its place) and say so on stderr, with the count so far (unless
-    none of the `total` files is left: the caller then stops with one error)."""
-    skipped.add(path)
-    if len(skipped) < total:
-        print(f"warning: skipped {why} file {path} ({len(skipped)} of {total} skipped so far)", file=sys.stderr)
 
 
 def collate(items):

@@ -34,8 +34,8 @@ from tqdm import tqdm
 from animate import THUMB, Recorder, enlarge, puzzle_gif, solving_gif
 from checkpoint import load_checkpoint
 from cli import UserError, positive, resolve_device, run_cli
-from diffusion import SAMPLERS, GaussianDiffusion
-from jpdvt import SampleOptions, solve
+from diffusion import SAMPLERS
+from jpdvt import SampleOptions
 from metrics import ASSIGNERS
 from pictures import mark_cells, save_png, stack, video_row, write_rows
 from puzzles import (
@@ -51,8 +51,9 @@ from puzzles import (
     video_item,
     video_tensor,
 )
-from sources import fingerprint, fit_channels, fit_image, open_photo, read_video
-from vae import load_codec
+from solver import Solver
+from sources import data_folder, fit_channels, fit_image, open_photo, read_video, split_seen
+from training import PRECISIONS
 
 SCORED = {"test": "scored once, for the final figures", "val": "model selection"}
 DISPLAY_PIECE = 160                   # --image pictures: piece side in pixels, at most the photo's own resolution
@@ -61,35 +62,6 @@ DISPLAY_PIECE = 160                   # --image pictures: piece side in pixels, 
 # ----------------------------------------------------------------------------
 # A loaded checkpoint
 # ----------------------------------------------------------------------------
-
-class Solver:
-    """A checkpoint's EMA model on --device with its config, diffusion and position table, the flags' sampling
-    options, a generator seeded by --seed, and (for latent models) the autoencoder."""
-
-    def __init__(self, args, config, ckpt):
-        self.config, self.step, self.device = config, ckpt["step"], resolve_device(args.device)
-        self.data = ckpt.get("data")                              # the training files' record (split_seen)
-        self.codec = load_codec(config.puzzle.vae) if config.puzzle.vae else None
-        self.model = config.build_network()
-        self.model.load_state_dict(ckpt["ema"])
-        self.model.to(self.device).eval()
-        self.diffusion = GaussianDiffusion(1000, config.prediction)
-        self.table = config.puzzle.table().to(self.device)
-        self.opts = SampleOptions(steps=args.steps, sampler=args.sampler, assign=args.assign, samples=args.samples,
-                                  generator=torch.Generator(self.device).manual_seed(args.seed))
-
-    def solve(self, batch, known=None, callback=None):
-        """Solve a batch of pixel puzzles: (positions (B, N), content with missing pieces generated; latents for a
-        latent model: see pixels()). callback: called after every sampling step (jpdvt.solve)."""
-        if self.codec:
-            batch = self.codec.encode_batch(batch)
-        return solve(self.model, self.diffusion, batch, table=self.table, opts=replace(self.opts, callback=callback),
-                     anchored=self.config.puzzle.anchor, known=known, latents=self.codec is not None)
-
-    def pixels(self, content):
-        """Generated content as pixels (decoded by the autoencoder of a latent model), for pictures."""
-        return self.codec.decode(content) if self.codec else content
-
 
 def animate_puzzle(path, rec, solver, batch, positions):
     """--animate: the GIF of puzzle 0 of a solved batch (animate.puzzle_gif), image pieces at about DISPLAY_PIECE px,
@@ -113,7 +85,8 @@ def score_test_set(args, solver):
     (videos) of the first pass; --animate: solving.gif of the first puzzle.
     """
     puzzle = solver.config.puzzle
-    seen, note = split_seen(solver.data, puzzle, split=args.split, ckpt=args.ckpt)
+    seen, note = split_seen(solver.data, lambda s: puzzle.puzzles(s, 0).files, split=args.split,
+                            where=(args.ckpt, puzzle.data_dir))
     if note:
         print(note)
     passes, rows, seconds, animation = [], [], 0.0, None
@@ -301,42 +274,6 @@ def superres(args, solver):
 # Command line
 # ----------------------------------------------------------------------------
 
-def split_seen(record, puzzle, split, ckpt):
-    """
-    Did the model train on the `split` it is asked to score? (True, False or None = cannot tell, and a sentence to
-    print or None), from the checkpoint's record of its training files (sources.fingerprint) checked against today's
-    split of the same folder. Built-in streams and Moving MNIST hold their splits apart by construction.
-    """
-    files = puzzle.puzzles(split, 0).files if puzzle.dataset in FOLDER_DATASETS else None
-    if files is None:
-        return False, None
-    if record is None:
-        return None, (f"note: {ckpt} does not record which files it trained on (written before this check), so its "
-                      f"{split} score may include training files")
-    today = fingerprint([f for s in record["splits"] for f in puzzle.puzzles(s, 0).files], puzzle.data_dir,
-                        splits=record["splits"])
-    if today != record:
-        return None, (f"note: {ckpt} trained on {record['files']} files that are not today's "
-                      f"{' + '.join(record['splits'])} split of {puzzle.data_dir}, so its {split} score may include "
-                      "training files")
-    if split in record["splits"]:
-        return True, (f"warning: {ckpt} trained on the {split} split of {puzzle.data_dir} (its record: "
-                      f"{' + '.join(record['splits'])}, {record['files']} files); this score is not held out")
-    return False, None
-
-
-def data_folder(path, ckpt):
-    """A checkpoint's relative data folder, found from here, or from the checkpoint's folder or one above it (a
-    shipped checkpoint's ../shared/data/... is relative to the repository root); None if none exists."""
-    if path is None or os.path.isabs(path) or os.path.exists(path):
-        return path
-    here = os.path.dirname(os.path.abspath(ckpt))
-    for base in (here, os.path.dirname(here), os.path.dirname(os.path.dirname(here))):
-        if os.path.exists(os.path.join(base, path)):
-            return os.path.normpath(os.path.join(base, path))
-    return None
-
-
 def test_settings(args, puzzle):
     """The checkpoint's puzzle settings with the flags that change them: --dataset, --data-dir (default: the training
     run's, for its own dataset), --missing (default: the checkpoint's; 0 for --image and --video), --frame-stride
@@ -352,6 +289,12 @@ def test_settings(args, puzzle):
             raise UserError(f"{args.ckpt} was trained on {puzzle.data_dir}, which is found neither from here nor "
                             "next to the checkpoint; pass --data-dir with that folder")
     own_data = args.image or args.video
+    if getattr(puzzle, "vae", None):                           # a latent video model: its autoencoder folder
+        vae = args.vae or data_folder(puzzle.vae, args.ckpt)
+        if vae is None:
+            raise UserError(f"{args.ckpt} diffuses latents of the autoencoder {puzzle.vae}, which is found neither "
+                            "from here nor next to the checkpoint; pass --vae with that folder")
+        puzzle = replace(puzzle, vae=vae)
     changes = {"dataset": dataset, "data_dir": args.data_dir or own_dir,
                "missing": args.missing if args.missing is not None else (0 if own_data else puzzle.missing)}
     if args.frame_stride is not None and hasattr(puzzle, "frame_stride"):
@@ -375,8 +318,15 @@ def main(args):
         if getattr(args, flag) and flag not in config.puzzle.inputs:
             raise UserError(f"--{flag} does not apply to {args.ckpt}, a {config.kind} model; its inputs are "
                             + " and ".join(f"--{f}" for f in config.puzzle.inputs))
+    trained = config.puzzle
     config.puzzle = test_settings(args, config.puzzle)
-    solver = Solver(args, config, ckpt)
+    opts = SampleOptions(steps=args.steps, sampler=args.sampler, assign=args.assign, samples=args.samples,
+                         generator=torch.Generator(resolve_device(args.device)).manual_seed(args.seed))
+    solver = Solver(config, ckpt, device=resolve_device(args.device), precision=args.precision, opts=opts)
+    if trained.dataset not in FOLDER_DATASETS or config.puzzle.dataset not in FOLDER_DATASETS:
+        solver.data = None                                     # no file it scores can be a file it trained on
+    elif solver.data is None:
+        solver.data = {"unknown": True}                        # trained on files before checkpoints recorded them
     os.makedirs(args.out, exist_ok=True)
     if args.image:
         return solve_photo(args, solver)
@@ -434,6 +384,10 @@ def get_parser():
                         "first sample's steps")
     p.add_argument("--batch-size", type=positive, default=50, help="puzzles solved at once")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    p.add_argument("--precision", default="auto", choices=PRECISIONS,
+                   help="as in training: auto = bf16 autocast (and TF32) on CUDA, fp32 on CPU")
+    p.add_argument("--vae", default=None, help="latent video checkpoints: the autoencoder folder, if it moved since "
+                                               "training (default: the training run's)")
     return p
 
 

@@ -22,6 +22,7 @@ import hashlib
 import math
 import os
 import re
+import sys
 from importlib.util import find_spec
 
 import imageio.v3 as iio
@@ -34,9 +35,11 @@ IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 VIDEO_EXTS = (".mp4", ".avi", ".gif", ".mov", ".webm", ".mkv")
 FFMPEG_EXTS = (".mp4", ".avi", ".mov", ".webm", ".mkv")  # containers imageio can only decode with ffmpeg/pyav
 FRAME_EXTS = tuple(e for e in IMAGE_EXTS if e != ".gif")  # images of a frame folder (a .gif is a video)
-# shares of a folder without test/ (val/) subfolders held out for test (val): (test, val); JPwLEG-3 keeps the
-# paper's 2000 test and 1000 val of its 12000 MET images (Sec. 4.1), which come in subfolders without a split
-HELD_OUT = {"jpwleg3": (2000 / 12000, 1000 / 12000)}
+# shares of a folder without test/ (val/) subfolders held out for test (val): (test, val), in steps of 1/256 (the
+# first md5 byte). JPwLEG-3 keeps about the paper's 2000 test and 1000 val of its 12000 MET images (Sec. 4.1), which
+# come in subfolders without a split; ImageNet (its val/ is the test split) holds out about 10,000 of its 1.28M
+# training images for training's held-out check, 2/256
+HELD_OUT = {"jpwleg3": (2000 / 12000, 1000 / 12000), "imagenet": (0.05, 2 / 256)}
 TEST_FRACTION, VAL_FRACTION = 0.05, 0.10
 EVAL_FOLDERS = ("test", "val", "validation")               # held-out subfolders, the first found is the test split
 
@@ -59,6 +62,44 @@ def fingerprint(files, data_dir, splits):
     a split it scores was seen in training."""
     names = sorted(os.path.relpath(f, data_dir) for f in files)
     return {"splits": list(splits), "files": len(names), "digest": hashlib.md5("\n".join(names).encode()).hexdigest()}
+
+
+def split_seen(record, files_of, split, where):
+    """
+    Did a model train on the `split` it is asked to score? (True, False or None = cannot tell, and a sentence to print
+    or None.) record: the checkpoint's "data" (fingerprint, "before": the record of the run it continued; None: it
+    trained on no file of this folder; {"unknown": True}: it trained on files but has no record); files_of(split):
+    today's files of a split of the folder; where = (checkpoint, data folder), for the sentence.
+    """
+    ckpt, data_dir = where
+    while record is not None:
+        if record.get("unknown"):
+            return None, (f"note: {ckpt} (or the run it continues) does not record which files it trained on, so its "
+                          f"{split} score may include training files")
+        if record["splits"]:
+            today = fingerprint([f for s in record["splits"] for f in files_of(s)], data_dir, record["splits"])
+            if any(today[k] != record[k] for k in today):
+                return None, (f"note: {ckpt} trained on {record['files']} files that are not today's "
+                              f"{' + '.join(record['splits'])} split of {data_dir}, so its {split} score may include "
+                              "training files")
+            if split in record["splits"]:
+                return True, (f"warning: {ckpt} trained on the {split} split of {data_dir} (its record: "
+                              f"{' + '.join(record['splits'])}, {record['files']} files); this score is not held out")
+        record = record.get("before")
+    return False, None
+
+
+def data_folder(path, ckpt):
+    """A checkpoint's relative data (or autoencoder) folder, found from here, or from the checkpoint's folder or one
+    or two above it (a shipped checkpoint's ../shared/data/... is relative to the repository root); None if none
+    exists."""
+    if path is None or os.path.isabs(path) or os.path.exists(path):
+        return path
+    here = os.path.dirname(os.path.abspath(ckpt))
+    for base in (here, os.path.dirname(here), os.path.dirname(os.path.dirname(here))):
+        if os.path.exists(os.path.join(base, path)):
+            return os.path.normpath(os.path.join(base, path))
+    return None
 
 
 def split_files(data_dir, split, dataset, lister, what, exts):
@@ -98,6 +139,15 @@ def split_files(data_dir, split, dataset, lister, what, exts):
     if not files:
         raise UserError(f"--data-dir {data_dir} holds no {split} {what} ({', '.join(exts)}); check the path")
     return files
+
+
+def note_skip(skipped, path, why, total):
+    """Skip a file for good (the next one takes its place) and say so on stderr, with the count so far (unless
+    none of the `total` files is left: the caller then stops with one error)."""
+    skipped.add(path)
+    if len(skipped) < total:
+        print(f"warning: skipped {why} file {path} ({len(skipped)} of {total} skipped so far)", file=sys.stderr)
+
 
 
 # ----------------------------------------------------------------------------

@@ -10,7 +10,7 @@ the tiny CPU recipe below; the log's first line prints each with its source.
     python train_image.py --dataset imagenet --data-dir /data/imagenet --grid 3        # the paper's ImageNet 3x3
     torchrun --standalone --nproc_per_node=8 train_image.py --dataset imagenet --data-dir /data/imagenet --grid 3
 
-Writes OUT/ckpt.pt ({config, model, ema, opt, scaler, step}) and OUT/log.txt; --resume OUT/ckpt.pt continues
+Writes OUT/ckpt.pt ({config, model, ema, opt, scaler, step, data}) and OUT/log.txt; --resume OUT/ckpt.pt continues
 exactly. The flags become a config.Config (puzzle, model, train), stored in the checkpoint; the loop is training.py.
 """
 import argparse
@@ -19,9 +19,10 @@ from dataclasses import asdict, replace
 from cli import UserError, positive, run_cli
 from config import Config, ImageConfig, TrainConfig
 from dit import CONFIGS
+from flags import add_train_flags, start_run, train_config
 from paper import IMAGE, paper_settings, resolve, settings_line, steps_of_epochs
 from puzzles import DATASETS, collate, parse_grid
-from training import add_train_flags, start_run, train, train_config
+from training import train
 
 # piece size and gap when the flags are left out: the usual protocol of each dataset
 DATASET_DEFAULTS = {"shapes": (16, 0), "folder": (64, 0), "imagenet": (64, 0), "jpwleg3": (96, 48)}
@@ -70,10 +71,14 @@ def make_config(args):
     sources.update(resolve(args, paper_settings(IMAGE, args.dataset, args.paper), {"piece_size": piece, "gap": gap},
                            SCRIPT_DEFAULTS))
     puzzle = puzzle_config(args)
+    if args.dataset != "folder":                                    # views of a photo folder only
+        del sources["crop_scale"]
     if args.epochs is not None:
         if sources["max_steps"] == "flag" and sources["epochs"] == "flag":
             raise UserError("give --epochs or --max-steps, not both")
-        if sources["max_steps"] != "flag":              # epochs of the training split, at the global batch
+        if sources["max_steps"] == "flag":                          # --max-steps overrides the paper's epochs
+            del sources["epochs"]
+        else:                                                       # epochs of the training split, global batch
             files = len(puzzle.puzzles("train", args.seed).files or ())
             if not files:
                 raise UserError(f"--epochs needs a folder of images (--dataset {args.dataset} has no files); use "

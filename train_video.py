@@ -16,17 +16,18 @@ else the tiny CPU recipe below; the log's first line prints each with its source
     python train_video.py --dataset ucf101 --data-dir /data/ucf101 --pieces 8 --frames-per-piece 4 --vae /models/sd-vae
     torchrun --standalone --nproc_per_node=8 train_video.py --dataset ucf101 --data-dir ... --vae ...
 
-Writes OUT/ckpt.pt ({config, model, ema, opt, scaler, step}) and OUT/log.txt; --resume OUT/ckpt.pt continues exactly.
-Solve test puzzles, order your own clip or raise a video's frame rate with sample.py --ckpt OUT/ckpt.pt.
+Writes OUT/ckpt.pt ({config, model, ema, opt, scaler, step, data}) and OUT/log.txt; --resume OUT/ckpt.pt continues
+exactly. Solve test puzzles, order your own clip or raise a video's frame rate with sample.py --ckpt OUT/ckpt.pt.
 """
 import argparse
 from dataclasses import asdict, replace
 
 from cli import UserError, run_cli
 from config import Config, TrainConfig, VideoConfig
+from flags import add_train_flags, start_run, train_config
 from paper import VIDEO, paper_settings, resolve, settings_line
 from puzzles import FOLDER_VIDEOS, VIDEO_DATASETS, collate
-from training import add_train_flags, start_run, train, train_config
+from training import train
 from unet3d import CONFIGS
 from vae import VAE_FACTOR, load_codec
 
@@ -67,8 +68,11 @@ def make_config(args):
     paper = paper_settings(VIDEO, args.dataset, args.paper)
     sources.update(resolve(args, paper, {"size": DATASET_SIZES[args.dataset]}, SCRIPT_DEFAULTS))
     if "vae" in paper and args.vae is None:                 # the paper's latent setting needs the user's autoencoder
-        sources["vae"] = (f"not given: diffusing pixels, not the paper's setting ({paper['vae'][1]}); pass --vae "
-                          "FOLDER for it")
+        if sources["size"] != "flag":
+            raise UserError(f"--dataset {args.dataset} with the paper's settings diffuses 256 px frames as Stable "
+                            "Diffusion latents: pass --vae FOLDER (a diffusers AutoencoderKL), or --size for a pixel "
+                            "run (or --no-paper)")
+        sources["vae"] = f"not given: pixels at --size {args.size}, not the paper's latents ({paper['vae'][1]})"
     puzzle = puzzle_config(args)
     channels = load_codec(args.vae).channels if args.vae else puzzle.channels     # what the U-Net diffuses
     model = replace(CONFIGS[args.model], in_channels=channels, frames_per_piece=args.frames_per_piece)

@@ -6,38 +6,36 @@ weights (used for sampling) -> log, a periodic held-out check, a periodic checkp
 - `setup_distributed`: DDP, nanoGPT style: on when torchrun sets RANK (nccl on CUDA, gloo on CPU); rank 0 writes.
 - `resume_or_init`: --resume (model, EMA, optimizer, grad scaler and step of a checkpoint) or --init (fine-tune).
 - `autocast` / `prepare_model`: precision (fp32, bf16, fp16 with grad scaling) and torch.compile.
-- --batch-size is the global batch B: each of W processes takes B / W puzzles a step, so the paper's numbers are the
-  numbers typed whatever the process count.
+- --batch-size is the global batch B: each of W processes takes B / W puzzles a step, so the paper's batch size is
+  the number typed whatever the process count (the flags and how a run starts: flags.py).
 - Exact resume: the batch of step s is stream positions s*B ... s*B + B - 1 (rank r takes its B / W of them,
   StepBatches) and the noise of step s is seeded by (seed, s, rank), so a resumed run reaches the same weights as an
   uninterrupted one.
 
     train(config, train_set, eval_batch, args)      # args: --out, --device, --workers, --compile, --init, --log-every
 """
-import argparse
 import contextlib
 import copy
 import math
 import os
 import time
-from dataclasses import fields, replace
+from dataclasses import fields
 
 import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
 from checkpoint import load_checkpoint, save_checkpoint
-from cli import UserError, loss_weight, positive, positive_float, resolve_device
-from config import TrainConfig
-from diffusion import PREDICTIONS, GaussianDiffusion
+from cli import UserError, resolve_device
+from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, puzzle_loss, solve
-from paper import PAPER_ONLY
-from puzzles import parse_grid, to_device
+from puzzles import to_device
 from sources import fingerprint
 
 PRECISIONS = {"auto": "bf16 on CUDA, fp32 on CPU", "fp32": "full precision", "bf16": "bfloat16 autocast",
               "fp16": "float16 autocast + grad scaling (CUDA)"}
-SCHEDULES = {"constant": "constant after warmup (paper)", "cosine": "cosine decay to 0 at --max-steps"}
+SCHEDULES = {"constant": "constant after the warm-up (the paper states no schedule)",
+             "cosine": "cosine decay from step 0 to 0 at --max-steps, times the warm-up ramp"}
 
 
 # ----------------------------------------------------------------------------
@@ -63,13 +61,12 @@ def train(config, train_set, eval_batch, args, ckpt=None, encode=None, notes=())
     ema = copy.deepcopy(model).eval().requires_grad_(False)
     opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=0.0, fused=device.type == "cuda")
     scaler = torch.amp.GradScaler(enabled=tc.precision == "fp16" and device.type == "cuda")
-    step = resume_or_init(ckpt, args.init, config, objects=(model, ema, opt, scaler))
+    step, before = resume_or_init(ckpt, args.init, config, objects=(model, ema, opt, scaler))
     net = prepare_model(model, device, world=world, compile_=args.compile)
     diffusion, table = GaussianDiffusion(1000, config.prediction), config.puzzle.table().to(device)
     weights = {"code": tc.weight_code, "content": tc.weight_content}
     encode = encode or (lambda batch: batch)
-    files = getattr(train_set, "files", None)                 # folder datasets: which files trained (checkpoint "data")
-    data = fingerprint(files, config.puzzle.data_dir, splits=["train"]) if files else None
+    data = training_files(train_set, config.puzzle.data_dir, before)
     eval_batch = encode(to_device(eval_batch, device))
     log = Log(args.out, (rank, world), step=step, every=args.log_every, max_steps=tc.max_steps)
     for line in notes:
@@ -122,6 +119,17 @@ def held_out_check(ema, diffusion, batch, config, device):
                          anchored=config.puzzle.anchor, latents=config.puzzle.vae is not None)
     metrics = config.puzzle.score(positions, batch)
     return metrics, " ".join(f"{k} {v:.4f}" for k, v in metrics.items())
+
+
+def training_files(train_set, data_dir, before):
+    """The checkpoint's "data": which files of a folder dataset the weights trained on (sources.fingerprint; None for
+    built-in streams and Moving MNIST, split by construction), with the record of the run they continue ("before":
+    the resumed run's or --init's) when it differs."""
+    files = getattr(train_set, "files", None)
+    data = fingerprint(files, data_dir, splits=["train"]) if files else None
+    if before is not None and before != data:
+        data = {**(data or {"splits": [], "files": 0, "digest": None}), "before": before}
+    return data
 
 
 def state(config, model, ema, opt, scaler, step, data):
@@ -224,15 +232,17 @@ def setup_distributed(device_arg):
 
 
 def resume_or_init(ckpt, init, config, objects):
-    """Load objects = (model, ema, opt, scaler) from `ckpt` (--resume; returns its step) or model and EMA from
-    --init's EMA weights (fine-tuning: optimizer and step start fresh); else leave them. Returns the first step."""
+    """Load objects = (model, ema, opt, scaler) from `ckpt` (--resume) or model and EMA from --init's EMA weights
+    (fine-tuning: optimizer and step start fresh); else leave them. Returns (first step, the training-files record of
+    the run it continues, or None)."""
     model, ema, opt, scaler = objects
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
         ema.load_state_dict(ckpt["ema"])
         opt.load_state_dict(ckpt["opt"])
-        scaler.load_state_dict(ckpt["scaler"])
-        return ckpt["step"]
+        if ckpt["scaler"] and scaler.is_enabled():    # a run that was not fp16 stored an empty scaler state
+            scaler.load_state_dict(ckpt["scaler"])
+        return ckpt["step"], ckpt.get("data")
     if init:
         if not os.path.isfile(init):
             raise UserError(f"--init {init} does not exist; pass the ckpt.pt of the run to fine-tune from")
@@ -244,7 +254,8 @@ def resume_or_init(ckpt, init, config, objects):
                             "the same --model, --piece-size and --patch-size (or frame settings) as that run")
         model.load_state_dict(src["ema"])
         ema.load_state_dict(src["ema"])
-    return 0
+        return 0, src.get("data", {"unknown": True})
+    return 0, None
 
 
 def autocast(device, precision):
@@ -290,115 +301,3 @@ def batches(train_set, tc, step, ranks, workers, pin):
     batches (CUDA), so that the copies to the device can overlap with compute."""
     sampler = StepBatches(tc, start_step=step, rank=ranks[0], world=ranks[1])
     return torch.utils.data.DataLoader(train_set, batch_sampler=sampler, num_workers=workers, pin_memory=pin)
-
-
-# ----------------------------------------------------------------------------
-# Command line: the flags both training scripts share
-# ----------------------------------------------------------------------------
-
-# settings a resumed run may change (each change is logged); any other flag that differs from the checkpoint is refused
-RESUMABLE = ("max_steps", "ckpt_every", "eval_every", "eval_puzzles", "eval_steps", "precision", "data_dir")
-FIXED = ("model", "patch_size", "epochs", "curriculum", "paper")    # flags that shape a fresh run only
-
-
-def train_config(args):
-    """The TrainConfig of the parsed flags (each field is the flag of the same name)."""
-    return TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
-
-
-def start_run(args, defaults, kind, make_config):
-    """
-    (config, checkpoint, log lines): a fresh run's config made from the flags by make_config(args) -> (config, settings
-    line) (checkpoint None), or with --resume the checkpoint and its config, with the flags given on the command line
-    (those not None among `defaults`) checked against it (`resumed`). --out defaults to out/run, or the resumed
-    checkpoint's folder.
-    """
-    if not args.resume:
-        args.out = args.out or os.path.join("out", "run")
-        config, line = make_config(args)
-        return config, None, [line]
-    ckpt = load_checkpoint(args.resume, kind)
-    if not ckpt["model"] or not ckpt["opt"]:
-        raise UserError(f"checkpoint {args.resume} holds EMA weights only (a shipped checkpoint) and cannot be "
-                        "resumed; use it with sample.py, or resume from a training run's ckpt.pt")
-    if args.out is None:
-        args.out = os.path.dirname(os.path.abspath(args.resume))
-    given = {k: getattr(args, k) for k in defaults if getattr(args, k, None) is not None}
-    config, notes = resumed(ckpt["config"], given, step=ckpt["step"])
-    return config, ckpt, [f"resuming {args.resume} at step {ckpt['step']}", *notes]
-
-
-def resumed(config, given, step):
-    """
-    The checkpoint's config with the flags `given` on the command line: a RESUMABLE setting that differs is taken and
-    logged; any other that differs is refused in one sentence (a resumed run keeps its settings). Returns (config,
-    log lines).
-    """
-    notes, train, puzzle = [], {}, {}
-    for name, value in given.items():
-        flag = "--" + name.replace("_", "-")
-        if name in FIXED:
-            raise UserError(f"{flag} shapes a fresh run and cannot be given with --resume (the checkpoint's settings "
-                            "are used); drop it, or start a new run from its weights with --init")
-        part = train if hasattr(config.train, name) else puzzle if hasattr(config.puzzle, name) else None
-        have = (config.train if part is train else config.puzzle if part is puzzle else config).__dict__[name]
-        value = parse_grid(value) if name == "grid" else tuple(value) if isinstance(have, tuple) else value
-        if value == have:
-            continue
-        if name not in RESUMABLE:
-            raise UserError(f"{flag} {value} differs from the checkpoint's {have}: a resumed run keeps its settings; "
-                            f"drop {flag}, or start a new run from its weights with --init")
-        (train if part is train else puzzle)[name] = value
-        notes.append(f"resume: {flag} {value} (the checkpoint had {have})")
-        if name == "max_steps" and config.train.schedule == "cosine":
-            was = learning_rate(config.train, step)
-            now = learning_rate(replace(config.train, max_steps=value), step)
-            notes.append(f"resume: the cosine schedule now ends at step {value}, not {have}: the learning rate at "
-                         f"step {step} becomes {now:.3g} (was {was:.3g}), so this run is not the one a fresh "
-                         f"--max-steps {value} run would be (the constant schedule is)")
-    config.train, config.puzzle = replace(config.train, **train), replace(config.puzzle, **puzzle)
-    return config, notes
-
-
-def add_train_flags(p, defaults):
-    """Flags shared by the two training scripts (help text on each), --prediction among them; `defaults` are the
-    script's TrainConfig, shown in the help; a flag left out is None until paper.resolve fills it (flag, paper,
-    dataset default, script default)."""
-    d = defaults
-    p.add_argument("--prediction", choices=PREDICTIONS,
-                   help="network target: x0 (default: learns faster, see BENCHMARKS.md) or eps (paper)")
-    p.add_argument("--batch-size", type=positive, help=f"puzzles per step, over all processes: with torchrun each of "
-                                                       f"W processes takes B / W (default {d.batch_size})")
-    p.add_argument("--lr", type=positive_float, help=f"AdamW learning rate (default {d.lr}; paper: 1e-4)")
-    p.add_argument("--warmup", type=int, help=f"linear learning-rate warmup steps, 0 = none (default {d.warmup})")
-    p.add_argument("--schedule", choices=SCHEDULES, help=f"learning-rate schedule (default {d.schedule})")
-    p.add_argument("--max-steps", type=positive, help=f"total training steps (default {d.max_steps})")
-    p.add_argument("--ema-decay", type=float,
-                   help=f"EMA decay of the weights used for sampling (default {d.ema_decay})")
-    p.add_argument("--weight-code", type=loss_weight, help=f"loss weight of the positional codes (default "
-                                                           f"{d.weight_code})")
-    p.add_argument("--weight-content", type=loss_weight,
-                   help=f"loss weight of missing pieces' content (default {d.weight_content}); each part's loss is a "
-                        "mean over its generated entries, so this weight does not grow with the number missing")
-    p.add_argument("--precision", choices=PRECISIONS, help=f"training precision (default {d.precision})")
-    p.add_argument("--seed", type=int, help=f"seed of the data stream, noise and initial weights (default {d.seed})")
-    p.add_argument("--ckpt-every", type=positive, help=f"write ckpt.pt every N steps (default {d.ckpt_every})")
-    p.add_argument("--eval-every", type=int, help="check accuracy on a fixed batch of val puzzles every N steps, 0 = "
-                                                  f"only at the end (default {d.eval_every})")
-    p.add_argument("--eval-puzzles", type=positive, help=f"size of that batch (default {d.eval_puzzles})")
-    p.add_argument("--eval-steps", type=positive, help=f"DDIM steps for that check (default {d.eval_steps})")
-    p.add_argument("--paper", action=argparse.BooleanOptionalAction, default=None,
-                   help="take every setting not given as a flag from the paper's table for --dataset (paper.py); on "
-                        "by default for the datasets only the paper's setting makes sense on: " + ", ".join(PAPER_ONLY))
-    p.add_argument("--out", default=None, help="output folder: ckpt.pt and log.txt (default: out/run, or with "
-                                               "--resume the checkpoint's folder)")
-    p.add_argument("--resume", default=None,
-                   help="continue this ckpt.pt with its settings; --max-steps (and the checks, precision, data folder) "
-                        "may change, logged; other flags that differ are refused")
-    p.add_argument("--init", default=None,
-                   help="fine-tune: start from this checkpoint's (EMA) weights with a fresh optimizer at step 0")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (torchrun sets one per process)")
-    p.add_argument("--log-every", type=positive, default=50,
-                   help="log the mean losses every N steps (reading them syncs the device, so not every step)")
-    p.add_argument("--workers", type=int, default=1, help="data-loading processes (0 = in the main process)")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model (GPU speed-up)")

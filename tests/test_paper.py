@@ -6,6 +6,7 @@ import os
 import re
 import shlex
 import sys
+from types import SimpleNamespace
 
 import imageio.v3 as iio
 import numpy as np
@@ -19,7 +20,8 @@ import train_image
 import train_video
 from checkpoint import load_checkpoint
 from cli import UserError
-from sources import hashed_split
+from sources import HELD_OUT, hashed_split
+from training import resume_or_init
 
 # ----------------------------------------------------------------------------- fixtures in the real layouts
 
@@ -31,12 +33,15 @@ def photo(path, seed, size=(120, 100)):
 
 
 def imagenet(root):
-    """ImageNet's layout: train/<wnid>/*.JPEG and val/<wnid>/*.JPEG (the paper scores ImageNet's val split)."""
-    for split, n in (("train", 6), ("val", 2)):
-        for wnid in ("n01440764", "n01443537"):
-            (root / split / wnid).mkdir(parents=True)
-            for i in range(n):
-                photo(root / split / wnid / f"{wnid}_{i}.JPEG", seed=hash((split, wnid, i)) % 1000)
+    """ImageNet's layout: train/<wnid>/*.JPEG and val/<wnid>/*.JPEG (the paper scores ImageNet's val split), with two
+    training images in the small hashed band held out for training's check (sources.HELD_OUT)."""
+    names = {"train": [f"n01440764_{i}.JPEG" for i in range(6)], "val": ["ILSVRC2012_val_1.JPEG"]}
+    names["train"] += [name for name in (f"n01440764_{i}.JPEG" for i in range(6, 2000))
+                       if hashed_split(f"/r/n01440764/{name}", "/r", HELD_OUT["imagenet"]) == "val"][:2]
+    for split, files in names.items():
+        (root / split / "n01440764").mkdir(parents=True)
+        for i, name in enumerate(files):
+            photo(root / split / "n01440764" / name, seed=i + 100 * (split == "val"))
     return root
 
 
@@ -112,14 +117,14 @@ def test_readme_lists_every_paper_experiment():
 
 @pytest.mark.parametrize("script,flags", readme_paper_commands(), ids=lambda x: x if isinstance(x, str) else
                          " ".join(x[:2] + x[-2:]))
-def test_readme_paper_command_builds_the_paper_settings(script, flags, layout):
-    """Each command, with --data-dir pointed at a miniature fixture (and --vae left to the table), gives exactly the
-    table's settings; what the command itself says (grid, pieces, gap, missing) comes from its flags."""
+def test_readme_paper_command_builds_the_paper_settings(script, flags, layout, monkeypatch):
+    """Each command, with --data-dir pointed at a miniature fixture (and a stand-in for the autoencoder of --vae),
+    gives exactly the table's settings; what the command itself says (grid, pieces, gap, missing) comes from its
+    flags."""
     dataset = flag(flags, "--dataset")
     flags = [str(layout(dataset)) if f == flag(flags, "--data-dir") else f for f in flags]
     vae = flag(flags, "--vae")
-    if vae:                                                   # no autoencoder here: check its path is what is kept
-        flags = flags[:flags.index("--vae")] + flags[flags.index("--vae") + 2:]
+    monkeypatch.setattr(train_video, "load_codec", lambda folder: SimpleNamespace(channels=4))   # SD: 4 channels
     module = train_image if script == "train_image.py" else train_video
     args = module.get_parser().parse_args(flags)
     config, line = module.make_config(args)
@@ -131,7 +136,7 @@ def test_readme_paper_command_builds_the_paper_settings(script, flags, layout):
                 **{k: getattr(config.train, k) for k in vars(config.train)},
                 **{k: getattr(config.puzzle, k) for k in vars(config.puzzle)}}[name]
         assert have == value, (name, have, value)
-        assert f"{name} {value} (paper: " in line
+        assert f"{name} {value} (paper table: " in line
     if module is train_image:                                 # 300 epochs of the training split at batch 256
         files = len(config.puzzle.puzzles("train", 0).files)
         assert config.train.max_steps == -(-300 * files // 256) and "300 epochs of" in line
@@ -139,7 +144,7 @@ def test_readme_paper_command_builds_the_paper_settings(script, flags, layout):
     else:
         assert config.model.channels == (64, 128, 256, 512) and config.model.heads == 8
         if vae:
-            assert "not the paper's setting" in line          # said, never silent: the latents need --vae
+            assert config.puzzle.vae == vae and config.model.in_channels == 4 and config.puzzle.size == 256
     assert int(flag(flags, "--pieces") or 0) == getattr(config.puzzle, "pieces", 0)
 
 
@@ -173,7 +178,7 @@ def test_short_run_on_each_layout_trains_and_samples(dataset, layout, tmp_path):
     run_ = train_image_run if script == "train_image.py" else train_video_run
     run_(*flags, *TINY[script], "--out", tmp_path / "run")
     log = (tmp_path / "run" / "log.txt").read_text()
-    assert log.startswith("settings: ") and "prediction eps (paper: " in log and "final step 2" in log
+    assert log.startswith("settings: ") and "prediction eps (paper table: " in log and "final step 2" in log
     m = sample_run("--ckpt", tmp_path / "run" / "ckpt.pt", "--num-puzzles", "2", "--steps", "2", "--out",
                    tmp_path / "s")
     assert m["split"] == "test" and m["num_puzzles"] >= 1 and m["dataset"] == dataset
@@ -261,3 +266,50 @@ def test_shipped_checkpoint_finds_its_data_from_any_folder(tmp_path):
     with pytest.raises(UserError, match=r"was trained on nowhere/photos, which is found neither from here nor next "
                                         r"to the checkpoint; pass --data-dir with that folder$"):
         sample_run("--ckpt", tmp_path / "moved.pt", "--out", tmp_path / "s")
+
+
+def test_settings_line_shows_only_settings_in_force(layout):
+    args = train_image.get_parser().parse_args(["--dataset", "imagenet", "--data-dir", str(layout("imagenet")),
+                                                "--max-steps", "100"])
+    config, line = train_image.make_config(args)
+    assert "max_steps 100 (flag)" in line and "; epochs " not in line and "crop_scale" not in line
+    assert config.train.max_steps == 100 and config.puzzle.gap == 21 and "gap 21 (paper table: Sec. 4.3" in line
+
+
+def test_latent_paper_dataset_without_vae_is_refused(layout):
+    args = train_video.get_parser().parse_args(["--dataset", "ucf101", "--data-dir", str(layout("ucf101"))])
+    with pytest.raises(UserError, match=r"^--dataset ucf101 with the paper's settings diffuses 256 px frames as Stable "
+                                        r"Diffusion latents: pass --vae FOLDER"):
+        train_video.make_config(args)
+
+
+def test_resume_refuses_paper_and_loads_no_empty_scaler(tmp_path):
+    train_image_run("--grid", "2", "--piece-size", "8", "--batch-size", "2", "--max-steps", "1", "--eval-every", "0",
+                    "--workers", "0", "--out", tmp_path)
+    with pytest.raises(UserError, match="--paper shapes a fresh run and cannot be given with --resume"):
+        train_image_run("--resume", tmp_path / "ckpt.pt", "--no-paper")
+    ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=True)
+    assert ckpt["scaler"] == {}                              # fp32: the scaler was off
+    config = load_checkpoint(tmp_path / "ckpt.pt")["config"]
+    model = config.build_network()
+    opt = torch.optim.AdamW(model.parameters())
+    scaler = torch.amp.GradScaler("cpu", enabled=True)       # as a resume with --precision fp16 on CUDA would have
+    assert resume_or_init(ckpt, None, config, objects=(model, config.build_network(), opt, scaler)) == (1, None)
+
+
+def test_fine_tune_keeps_the_record_of_the_run_it_continues(tmp_path, capsys):
+    data = tmp_path / "photos"
+    (data / "train").mkdir(parents=True)
+    for i in range(30):
+        photo(data / "train" / f"{i}.png", seed=i, size=(64, 64))
+    base = ["--grid", "2", "--piece-size", "8", "--batch-size", "2", "--max-steps", "1", "--eval-puzzles", "1",
+            "--eval-steps", "1", "--workers", "0"]
+    train_image_run(*base, "--dataset", "folder", "--data-dir", data, "--out", tmp_path / "a")
+    train_image_run(*base, "--init", tmp_path / "a" / "ckpt.pt", "--out", tmp_path / "b")     # then on shapes
+    record = torch.load(tmp_path / "b" / "ckpt.pt", weights_only=True)["data"]
+    assert record["splits"] == [] and record["before"]["splits"] == ["train"]
+    flags = ["--dataset", "folder", "--data-dir", data, "--split", "val", "--num-puzzles", "1", "--steps", "1"]
+    assert sample_run("--ckpt", tmp_path / "b" / "ckpt.pt", *flags, "--out", tmp_path / "s")["split_seen"] is False
+    capsys.readouterr()
+    m = sample_run("--ckpt", f"{ROOT}/checkpoints/image-shapes-3x3.pt", *flags, "--out", tmp_path / "s")
+    assert m["split_seen"] is False and "note:" not in capsys.readouterr().out   # trained on shapes: no file seen

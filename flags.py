@@ -1,0 +1,130 @@
+"""
+The flags both training scripts share, and how a run starts from them: a fresh run's settings (the scripts resolve
+them with paper.resolve: flag, paper table, dataset default, script default) or a resumed checkpoint's.
+
+- `add_train_flags`: the TrainConfig flags (left out = None until resolved), --prediction, --paper, and the run's
+  own flags (--out, --resume, --init, --device, --log-every, --workers, --compile).
+- `start_run`: (config, checkpoint, the log's first lines). With --resume the checkpoint's settings are kept:
+  RESUMABLE flags that differ are taken and logged, any other flag that differs is refused in one sentence, and
+  flags that shape a fresh run only (FIXED) are refused.
+
+    config, ckpt, notes = start_run(args, defaults, kind="image", make_config=make_config)
+"""
+import argparse
+import os
+from dataclasses import fields, replace
+
+from checkpoint import load_checkpoint
+from cli import UserError, loss_weight, positive, positive_float
+from config import TrainConfig
+from diffusion import PREDICTIONS
+from paper import PAPER_ONLY
+from puzzles import parse_grid
+from training import PRECISIONS, SCHEDULES, learning_rate
+
+# settings a resumed run may change (each change is logged); any other flag that differs from the checkpoint is refused
+RESUMABLE = ("max_steps", "ckpt_every", "eval_every", "eval_puzzles", "eval_steps", "precision", "data_dir", "vae")
+FIXED = ("model", "patch_size", "epochs", "curriculum", "paper")    # flags that shape a fresh run only: refused
+
+
+def train_config(args):
+    """The TrainConfig of the parsed flags (each field is the flag of the same name)."""
+    return TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
+
+
+def start_run(args, defaults, kind, make_config):
+    """
+    (config, checkpoint, log lines): a fresh run's config made from the flags by make_config(args) -> (config, settings
+    line) (checkpoint None), or with --resume the checkpoint and its config, with the flags given on the command line
+    (those not None among `defaults`) checked against it (`resumed`). --out defaults to out/run, or the resumed
+    checkpoint's folder.
+    """
+    if not args.resume:
+        args.out = args.out or os.path.join("out", "run")
+        config, line = make_config(args)
+        return config, None, [line]
+    ckpt = load_checkpoint(args.resume, kind)
+    if not ckpt["model"] or not ckpt["opt"]:
+        raise UserError(f"checkpoint {args.resume} holds EMA weights only (a shipped checkpoint) and cannot be "
+                        "resumed; use it with sample.py, or resume from a training run's ckpt.pt")
+    if args.out is None:
+        args.out = os.path.dirname(os.path.abspath(args.resume))
+    given = {k: getattr(args, k) for k in (*defaults, "paper") if getattr(args, k, None) is not None}
+    config, notes = resumed(ckpt["config"], given, step=ckpt["step"])
+    return config, ckpt, [f"resuming {args.resume} at step {ckpt['step']}", *notes]
+
+
+def resumed(config, given, step):
+    """
+    The checkpoint's config with the flags `given` on the command line: a RESUMABLE setting that differs is taken and
+    logged; any other that differs is refused in one sentence (a resumed run keeps its settings). Returns (config,
+    log lines).
+    """
+    notes, train, puzzle = [], {}, {}
+    for name, value in given.items():
+        flag = "--" + name.replace("_", "-")
+        if name in FIXED:
+            raise UserError(f"{flag} shapes a fresh run and cannot be given with --resume (the checkpoint's settings "
+                            "are used); drop it, or start a new run from its weights with --init")
+        part = train if hasattr(config.train, name) else puzzle if hasattr(config.puzzle, name) else None
+        have = (config.train if part is train else config.puzzle if part is puzzle else config).__dict__[name]
+        value = parse_grid(value) if name == "grid" else tuple(value) if isinstance(have, tuple) else value
+        if value == have:
+            continue
+        if name not in RESUMABLE:
+            raise UserError(f"{flag} {value} differs from the checkpoint's {have}: a resumed run keeps its settings; "
+                            f"drop {flag}, or start a new run from its weights with --init")
+        (train if part is train else puzzle)[name] = value
+        notes.append(f"resume: {flag} {value} (the checkpoint had {have})")
+        if name == "max_steps" and config.train.schedule == "cosine":
+            was = learning_rate(config.train, step)
+            now = learning_rate(replace(config.train, max_steps=value), step)
+            notes.append(f"resume: the cosine schedule now ends at step {value}, not {have}: the learning rate at "
+                         f"step {step} becomes {now:.3g} (was {was:.3g}), so this run is not the one a fresh "
+                         f"--max-steps {value} run would be (the constant schedule is)")
+    config.train, config.puzzle = replace(config.train, **train), replace(config.puzzle, **puzzle)
+    return config, notes
+
+
+def add_train_flags(p, defaults):
+    """Flags shared by the two training scripts (help text on each), --prediction among them; `defaults` are the
+    script's TrainConfig, shown in the help; a flag left out is None until paper.resolve fills it (flag, paper,
+    dataset default, script default)."""
+    d = defaults
+    p.add_argument("--prediction", choices=PREDICTIONS,
+                   help="network target: x0 (default: learns faster, see BENCHMARKS.md) or eps (paper)")
+    p.add_argument("--batch-size", type=positive, help=f"puzzles per step, over all processes: with torchrun each of "
+                                                       f"W processes takes B / W (default {d.batch_size})")
+    p.add_argument("--lr", type=positive_float, help=f"AdamW learning rate (default {d.lr}; paper: 1e-4)")
+    p.add_argument("--warmup", type=int, help=f"linear learning-rate warmup steps, 0 = none (default {d.warmup})")
+    p.add_argument("--schedule", choices=SCHEDULES, help=f"learning-rate schedule (default {d.schedule})")
+    p.add_argument("--max-steps", type=positive, help=f"total training steps (default {d.max_steps})")
+    p.add_argument("--ema-decay", type=float,
+                   help=f"EMA decay of the weights used for sampling (default {d.ema_decay})")
+    p.add_argument("--weight-code", type=loss_weight, help=f"loss weight of the positional codes (default "
+                                                           f"{d.weight_code})")
+    p.add_argument("--weight-content", type=loss_weight,
+                   help=f"loss weight of missing pieces' content (default {d.weight_content}); each part's loss is a "
+                        "mean over its generated entries, so this weight does not grow with the number missing")
+    p.add_argument("--precision", choices=PRECISIONS, help=f"training precision (default {d.precision})")
+    p.add_argument("--seed", type=int, help=f"seed of the data stream, noise and initial weights (default {d.seed})")
+    p.add_argument("--ckpt-every", type=positive, help=f"write ckpt.pt every N steps (default {d.ckpt_every})")
+    p.add_argument("--eval-every", type=int, help="check accuracy on a fixed batch of val puzzles every N steps, 0 = "
+                                                  f"only at the end (default {d.eval_every})")
+    p.add_argument("--eval-puzzles", type=positive, help=f"size of that batch (default {d.eval_puzzles})")
+    p.add_argument("--eval-steps", type=positive, help=f"DDIM steps for that check (default {d.eval_steps})")
+    p.add_argument("--paper", action=argparse.BooleanOptionalAction, default=None,
+                   help="take every setting not given as a flag from the paper's table for --dataset (paper.py); on "
+                        "by default for the datasets only the paper's setting makes sense on: " + ", ".join(PAPER_ONLY))
+    p.add_argument("--out", default=None, help="output folder: ckpt.pt and log.txt (default: out/run, or with "
+                                               "--resume the checkpoint's folder)")
+    p.add_argument("--resume", default=None,
+                   help="continue this ckpt.pt with its settings; --max-steps (and the checks, precision, data folder) "
+                        "may change, logged; other flags that differ are refused")
+    p.add_argument("--init", default=None,
+                   help="fine-tune: start from this checkpoint's (EMA) weights with a fresh optimizer at step 0")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (torchrun sets one per process)")
+    p.add_argument("--log-every", type=positive, default=50,
+                   help="log the mean losses every N steps (reading them syncs the device, so not every step)")
+    p.add_argument("--workers", type=int, default=1, help="data-loading processes (0 = in the main process)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (GPU speed-up)")
