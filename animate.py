@@ -30,6 +30,7 @@ BACKGROUND, EMPTY, TEXT = 32, 56, (230, 230, 230)   # canvas and empty-cell grey
 EDGE = (0.6, 0.6, 0.6)                # the edge of a given piece (generated ones: pictures.RED)
 HEADER = 24                           # px above the grid for the step counter
 THUMB = 96                            # videos: thumbnail side in pixels (about: a whole multiple of the frames')
+DISPLAY = 160                         # images: piece side in pixels, at most the photo's (or pieces') own
 MAX_BYTES = 3 * 2 ** 20               # a larger GIF is written again from smaller frames
 
 
@@ -159,3 +160,13 @@ def puzzle_gif(path, rec, batch, positions, table, grid, size, pixels):
         made = enlarge(pixels(rec.content[i][None].to(content.device))[0], side)
         return np.where(missing[:, None, None, None], made, given)
     return solving_gif(path, rec, table, grid=grid, tiles_at=tiles_at, marked=missing, final=positions[0])
+
+
+def puzzle_animation(path, rec, solver, batch, positions):
+    """--animate: the GIF of puzzle 0 of a solved batch (animate.puzzle_gif), image pieces at about DISPLAY px,
+    video pieces as thumbnails of about THUMB px; returns path."""
+    puzzle = solver.config.puzzle
+    image = puzzle.kind == "image"
+    return puzzle_gif(path, rec, batch, positions=positions, table=solver.table,
+                      grid=puzzle.grid if image else (1, puzzle.pieces), size=DISPLAY if image else THUMB,
+                      pixels=solver.pixels)

@@ -38,6 +38,16 @@ class SampleOptions:
     callback: Optional[Callable] = None           # callback(i, x, x0) after every step of the first sample
 
 
+def load(path, device="auto"):
+    """A trained checkpoint ready to solve your own pieces: solver.Solver (sample.py's defaults: DDPM-50, Hungarian).
+
+        solver = jpdvt.load("checkpoints/image-photos-3x3.pt")
+        result = solver.solve(pieces)     # result.positions, .confidence, .puzzle_confidence, .image
+    """
+    from solver import Solver  # solver.py builds on this module: imported when first used
+    return Solver.load(path, device=device)
+
+
 def known_codes(batch, anchored):
     """(B, N) bool: pieces whose true positional code is given to the model (piece 0 when anchored)."""
     known = torch.zeros_like(batch["missing"])
@@ -71,16 +81,16 @@ def puzzle_loss(model, diffusion, batch, table, anchored, weights, t=None):
 # ----------------------------------------------------------------------------
 
 @torch.no_grad()
-def solve(model, diffusion, batch, table, opts, anchored, known=None, latents=False):
+def code_costs(model, diffusion, batch, table, opts, anchored, known=None, latents=False):
     """
-    Returns (positions (B, N) int array: predicted position of each piece, content with missing pieces generated).
-    known: (B, N) bool of pieces whose true code is given (default: the anchor); all True generates only the
-    missing content at known positions (temporal super-resolution). latents: the content is autoencoder latents
-    (about unit variance), so its predictions are not clipped to [-1, 1] like codes and pixels are.
-    With opts.samples = K, K independent samples of the codes are assigned on their mean distance to each true code
-    (a small ensemble; the content returned is the first sample's). opts.callback(i, x, x0): called after every sampling
-    step of the first sample with the state and predicted x0, {"code": (B, N, D), "content": (B, N, ...)}
-    (GaussianDiffusion.sample; sample.py --animate draws them); it changes no result.
+    Sample the codes (and missing content) of a batch: returns (cost (B, N, positions): each piece's distance from
+    its sampled code to every true code, the mean over opts.samples samples; content with missing pieces generated,
+    the first sample's). known: (B, N) bool of pieces whose true code is given (default: the anchor); all True
+    generates only the missing content at known positions (temporal super-resolution). latents: the content is
+    autoencoder latents (about unit variance), so its predictions are not clipped to [-1, 1] like codes and pixels are.
+    opts.callback(i, x, x0): called after every sampling step of the first sample with the state and predicted x0,
+    {"code": (B, N, D), "content": (B, N, ...)} (GaussianDiffusion.sample; sample.py --animate draws them); it changes
+    no result.
     """
     known = known_codes(batch, anchored) if known is None else known
     keep = ~batch["missing"]
@@ -94,5 +104,15 @@ def solve(model, diffusion, batch, table, opts, anchored, known=None, latents=Fa
                                unclipped=("content",) if latents else (), callback=opts.callback if s == 0 else None)
         cost = cost + torch.cdist(out["code"].float(), table[None].float().expand(b, -1, -1))  # (B, N, positions)
         generated = out["content"] if generated is None else generated
-    positions = np.stack([assign(c, opts.assign) for c in cost.cpu()])                      # (B, N)
-    return positions, generated
+    return cost / opts.samples, generated
+
+
+def solve(model, diffusion, batch, table, opts, anchored, known=None, latents=False):
+    """
+    Returns (positions (B, N) int array: predicted position of each piece, content with missing pieces generated):
+    code_costs, then a one-to-one assignment of pieces to positions (Hungarian, or the paper's greedy rule). With
+    opts.samples = K, the K samples are assigned on their mean distance to each true code (a small ensemble).
+    """
+    cost, generated = code_costs(model, diffusion, batch, table=table, opts=opts, anchored=anchored, known=known,
+                                 latents=latents)
+    return np.stack([assign(c, opts.assign) for c in cost.cpu()]), generated                # (B, N)

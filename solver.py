@@ -1,33 +1,60 @@
 """
 A trained checkpoint, ready to solve: its EMA network on a device with the diffusion, the table of true codes, the
-sampling options and (for latent video models) the autoencoder. sample.py builds one from its flags.
+sampling options and (for latent video models) the autoencoder. `jpdvt.load(path)` makes one; so does sample.py.
 
-Paper: "Predicted position encodings" (supplement); the method itself is jpdvt.solve.
+Paper: "Predicted position encodings" (supplement); the method itself is jpdvt.code_costs and jpdvt.solve; the
+confidence is confidence.py's (not in the paper).
 
-    ckpt = load_checkpoint("checkpoints/image-shapes-3x3.pt")
-    solver = Solver(ckpt["config"], ckpt, device=torch.device("cpu"), precision="auto", opts=SampleOptions(steps=50))
-    positions, content = solver.solve(batch)          # batch: puzzles.collate of {content, true_pos, missing}
+    solver = jpdvt.load("checkpoints/image-photos-3x3.pt")
+    result = solver.solve(pieces)          # pieces: PIL images or an (N, H, W, 3) array, in any order
+    result.positions                       # (N, 2): each piece's (row, col); video models: (N,) time slots
+    result.confidence, result.puzzle_confidence, result.image
+    positions, content = solver.solve_batch(batch)     # a puzzles.collate batch (sample.py's test puzzles)
 """
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Optional
 
+import numpy as np
 import torch
+from PIL import Image
 
+from animate import DISPLAY, enlarge
+from checkpoint import load_checkpoint
+from cli import UserError, resolve_device
+from confidence import margins, probability
 from diffusion import GaussianDiffusion
-from jpdvt import solve
+from jpdvt import SampleOptions, code_costs
+from metrics import assign
+from pictures import assemble, mark_cells
+from posenc import grid_table
+from puzzles import video_tensor
+from sources import as_image, clip_frames, piece_pixels
 from training import autocast
 from vae import load_codec
+
+
+@dataclass
+class Result:
+    """What solve(pieces) found, for the pieces in the order given."""
+    positions: np.ndarray          # (N, 2) (row, col) of each piece; video models: (N,) time slot of each piece
+    confidence: Optional[np.ndarray]   # (N,) probability that each piece is in place (None: no calibration table)
+    puzzle_confidence: Optional[float]  # probability that every piece is in place
+    image: Optional[Image.Image]   # images: the assembly, generated content in the empty cells (outlined in red)
+    margins: np.ndarray            # (N,) the raw evidence: next-best minus assigned code distance (confidence.py)
 
 
 class Solver:
     """A checkpoint's EMA model on `device` with its config, diffusion and position table, the sampling options
     (jpdvt.SampleOptions, with the generator of the noise), the precision policy of training (auto: bf16 autocast
-    and TF32 on CUDA, fp32 on CPU) and, for latent models, the autoencoder."""
+    and TF32 on CUDA, fp32 on CPU), the calibration table of its confidence (if fitted) and, for latent models, the
+    autoencoder."""
 
     def __init__(self, config, ckpt, device, precision, opts):
         self.config, self.step, self.device, self.precision, self.opts = config, ckpt["step"], device, precision, opts
         if device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
         self.data = ckpt.get("data")                              # the training files' record (sources.split_seen)
+        self.calibration = ckpt.get("calibration")                # confidence.fit tables, fitted on val
         self.codec = load_codec(config.puzzle.vae) if config.puzzle.vae else None
         self.model = config.build_network()
         self.model.load_state_dict(ckpt["ema"])
@@ -35,16 +62,110 @@ class Solver:
         self.diffusion = GaussianDiffusion(1000, config.prediction)
         self.table = config.puzzle.table().to(device)
 
-    def solve(self, batch, known=None, callback=None):
-        """Solve a batch of pixel puzzles: (positions (B, N), content with missing pieces generated; latents for a
-        latent model: see pixels()). callback: called after every sampling step (jpdvt.solve)."""
+    @classmethod
+    def load(cls, path, device="auto", opts=None, precision="auto"):
+        """The solver of checkpoint `path` (sample.py's defaults: DDPM-50, Hungarian, 1 sample, seed 0)."""
+        ckpt, device = load_checkpoint(path), resolve_device(device)
+        opts = opts or SampleOptions(generator=torch.Generator(device).manual_seed(0))
+        return cls(ckpt["config"], ckpt, device=device, precision=precision, opts=opts)
+
+    def costs(self, batch, known=None, callback=None, table=None):
+        """(cost (B, N, positions), content with missing pieces generated) of a batch of pixel puzzles
+        (jpdvt.code_costs; latents for a latent model: see pixels()). callback: called after every sampling step;
+        table: the true codes of another grid than the model's."""
         if self.codec:
             batch = self.codec.encode_batch(batch)
         opts = replace(self.opts, callback=callback)
         with autocast(self.device, self.precision):
-            return solve(self.model, self.diffusion, batch, table=self.table, opts=opts,
-                         anchored=self.config.puzzle.anchor, known=known, latents=self.codec is not None)
+            return code_costs(self.model, self.diffusion, batch, table=self.table if table is None else table,
+                              opts=opts, anchored=self.config.puzzle.anchor, known=known,
+                              latents=self.codec is not None)
+
+    def solve_batch(self, batch, known=None, callback=None):
+        """(positions (B, N), content): the one-to-one assignment of costs() (jpdvt.solve)."""
+        cost, content = self.costs(batch, known=known, callback=callback)
+        return np.stack([assign(c, self.opts.assign) for c in cost.cpu()]), content
 
     def pixels(self, content):
         """Generated content as pixels (decoded by the autoencoder of a latent model), for pictures."""
         return self.codec.decode(content) if self.codec else content
+
+    def confidence(self, margin, part="piece"):
+        """Probabilities of being right for margins (confidence.probability), or None without a calibration table."""
+        return None if self.calibration is None else probability(self.calibration[part], margin)
+
+    # ------------------------------------------------------------------------- your own pieces
+
+    def solve(self, pieces, pins=None, grid=None):
+        """
+        Solve a bag of pieces nobody has solved: images (a list of PIL images or arrays, or an (N, H, W, 3) array;
+        resized to the model's piece size) or, for a video model, clips (a list of (F, H, W, C) arrays of the model's
+        frames per piece). pins: {index: (row, col)} (video: {index: 0}) of pieces whose place you know, for models
+        trained with an anchor (a video model without a pin tries each piece as the first and keeps the surest
+        order). grid: (rows, cols) when it differs from the model's; cells beyond the pieces are missing and generated.
+        """
+        if self.config.kind == "video":
+            return self._order(pieces, pins or {})
+        puzzle = self.config.puzzle
+        grid, side, n = tuple(grid or puzzle.grid), puzzle.piece_size, len(pieces)
+        cells = grid[0] * grid[1]
+        if not 1 <= n <= cells:
+            raise UserError(f"{n} pieces do not fit a {grid[0]}x{grid[1]} grid; pass --grid with at least {n} cells")
+        if pins and not puzzle.anchor:
+            raise UserError("this model was trained without --anchor, so it cannot use a pinned piece; drop --pin")
+        if puzzle.anchor and not pins:
+            raise UserError("this model was trained with --anchor: pin one piece whose place you know (--pin)")
+        images = [as_image(p, i) for i, p in enumerate(pieces)]
+        content = np.zeros((cells, side, side, 3), np.float32)
+        content[:n] = [piece_pixels(im, side, i) for i, im in enumerate(images)]
+        true_pos, known = np.zeros(cells, np.int64), np.zeros(cells, bool)
+        for i, (r, c) in (pins or {}).items():
+            true_pos[i], known[i] = r * grid[1] + c, True
+        batch = {"content": torch.from_numpy(content).permute(0, 3, 1, 2)[None] * 2 - 1,
+                 "true_pos": torch.from_numpy(true_pos)[None], "missing": torch.from_numpy(np.arange(cells) >= n)[None]}
+        cost, generated = self.costs({k: v.to(self.device) for k, v in batch.items()},
+                                     known=torch.from_numpy(known)[None].to(self.device),
+                                     table=grid_table(*grid).to(self.device))
+        cost = cost[0].float().cpu().numpy()
+        pos = assign(cost, self.opts.assign)
+        margin = margins(cost[None], pos[None])[0][:n]
+        margin[known[:n]] = np.inf                                 # pinned: told, not found
+        free = margin[~known[:n]]
+        whole = self.confidence(free.min(), part="puzzle") if len(free) else 1.0
+        show = int(min(DISPLAY, max(side, np.median([min(im.size) for im in images]))))   # the pieces' own pixels
+        tiles = np.concatenate([[piece_pixels(im, show, i) for i, im in enumerate(images)],
+                                enlarge(generated[0, n:], show, smooth=True)]) if n < cells else \
+            np.stack([piece_pixels(im, show, i) for i, im in enumerate(images)])
+        img = mark_cells(assemble(tiles, pos, grid, border=2, fill=1.0), pos[n:], grid, side=show, border=2)
+        return Result(positions=np.stack(divmod(pos[:n], grid[1]), axis=1), confidence=self.confidence(margin),
+                      puzzle_confidence=None if whole is None else float(whole),
+                      image=Image.fromarray((img * 255).round().astype(np.uint8)), margins=margin)
+
+    def _order(self, clips, pins):
+        """Video models: the time slot of each clip; the first piece is the model's anchor (pinned, or tried)."""
+        puzzle = self.config.puzzle
+        if len(clips) != puzzle.pieces:
+            raise UserError(f"this model orders {puzzle.pieces} pieces of {puzzle.frames_per_piece} frame(s), got "
+                            f"{len(clips)}; pass exactly {puzzle.pieces}")
+        if any(slot != 0 for slot in pins.values()) or len(pins) > 1:
+            raise UserError("a video model is told only which piece comes first: --pin FILE=0")
+        frames = [clip_frames(c, puzzle, i) for i, c in enumerate(clips)]
+        best = None
+        for first in pins or range(len(clips)):                 # the first piece goes in front, as in training
+            order = [first] + [i for i in range(len(clips)) if i != first]
+            batch = {"content": video_tensor(np.stack([frames[i] for i in order]))[None],
+                     "true_pos": torch.arange(len(clips))[None], "missing": torch.zeros(1, len(clips), dtype=bool)}
+            cost, _ = self.costs({k: v.to(self.device) for k, v in batch.items()})
+            cost = cost[0].cpu().numpy()
+            pos = assign(cost, self.opts.assign)
+            margin = margins(cost[None], pos[None])[0][1:]
+            if best is None or margin.min() > best[2].min():
+                best = (order, pos, margin)
+        order, pos, margin = best
+        slots = np.empty(len(clips), np.int64)
+        slots[order] = pos
+        mine = np.empty(len(clips))
+        mine[order] = np.concatenate([[np.inf], margin])
+        conf, whole = self.confidence(mine), self.confidence(margin.min(), part="puzzle")
+        return Result(positions=slots, confidence=conf, puzzle_confidence=None if whole is None else float(whole),
+                      image=None, margins=mine)

@@ -227,6 +227,28 @@ def random_crop(photo, height, width, rng, scale=(0.3, 1.0)):
     return np.asarray(out, dtype=np.float32) / 255.0
 
 
+def as_image(piece, name):
+    """A piece as an RGB PIL image: a PIL image, or an (H, W, 3) or (H, W) array (uint8, or float in [0, 1])."""
+    if isinstance(piece, Image.Image):
+        return piece.convert("RGB")
+    arr = np.asarray(piece)
+    if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[-1] not in (1, 3, 4)):
+        raise UserError(f"piece {name} is an array of shape {arr.shape}; pass images or (H, W, 3) arrays")
+    if arr.dtype != np.uint8:
+        arr = (np.clip(arr.astype(np.float32), 0, 1) * 255).round().astype(np.uint8)
+    return Image.fromarray(arr.squeeze(-1) if arr.ndim == 3 and arr.shape[-1] == 1 else arr).convert("RGB")
+
+
+def piece_pixels(piece, side, name, aspect=1.25):
+    """A square piece (see as_image) resized to (side, side, 3) float32 in [0, 1]; one that is not roughly square
+    (sides differing by more than `aspect`) is refused in one sentence naming it."""
+    img = as_image(piece, name)
+    if max(img.size) > aspect * min(img.size):
+        raise UserError(f"piece {name} is {img.width}x{img.height} px, not roughly square; pass square pieces cut "
+                        "from one grid")
+    return np.asarray(img.resize((side, side), Image.BICUBIC), dtype=np.float32) / 255
+
+
 def list_images(root):
     """All image files under root (recursive), sorted."""
     out = []
@@ -316,6 +338,19 @@ def read_video(path, frame_stride=1, size=None):
     if len({f.shape for f in frames}) > 1:
         raise UserError(f"frames of {path} differ in size or channels; pass --size to resize them")
     return np.stack(frames)                                    # (L, H, W, C)
+
+
+def clip_frames(clip, puzzle, name):
+    """A video piece (F, H, W, C) (or (F, H, W)) of a video checkpoint's `puzzle` settings as (F, size, size, channels)
+    float32 in [0, 1]; a wrong frame count is refused in one sentence naming it."""
+    arr = np.asarray(clip)
+    if arr.ndim == 3:
+        arr = arr[..., None]
+    if arr.ndim != 4 or len(arr) != puzzle.frames_per_piece:
+        raise UserError(f"piece {name} has shape {arr.shape}; this model's pieces are {puzzle.frames_per_piece} "
+                        "frame(s) of (H, W, C)")
+    frames = np.stack([_resize(_to_float_frame(f), puzzle.size) for f in arr])
+    return fit_channels(frames, puzzle.channels)
 
 
 def list_videos(root):

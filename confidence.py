@@ -1,0 +1,70 @@
+"""
+How sure the solver is: each piece's probability of being in the right place, and the whole puzzle's.
+
+Not in the paper. The solve already computes, for every piece, the distance from its sampled code to every true code
+(jpdvt.code_costs). A piece whose assigned position is much nearer than the next best is probably right; one whose
+two best positions are about as near is a coin toss. So:
+- `margins`: per piece, the distance to the next-best position minus the distance to the assigned one (in code
+  units: neighbouring cells are 1.06 apart); per puzzle, its smallest piece margin.
+- `fit`: a calibration table, fitted on the val split: margins cut into bins of equal count, each bin's observed
+  accuracy, made non-decreasing (a larger margin never means less likely right). Stored in the checkpoint.
+- `probability`: a margin -> its bin's accuracy, interpolated between bin centres.
+- `reliability`: on another split (test), predicted against observed accuracy in bins, and the expected
+  calibration error (ECE: the bins' |predicted - observed| weighted by their share of pieces).
+
+    m = margins(cost, positions)                  # cost (B, N, P), positions (B, N) -> (B, N)
+    table = fit(m.ravel(), correct.ravel())       # on val: {"margin": [...], "accuracy": [...]}
+    p = probability(table, m)                     # (B, N) in [0, 1]
+    rows, ece = reliability(p.ravel(), correct.ravel())
+"""
+import numpy as np
+
+
+def margins(cost, positions):
+    """(B, N): the distance of each piece's code to its next-best position minus to its assigned one (cost (B, N, P)
+    mean distances, positions (B, N) the assignment); negative when the assignment gave a piece a farther position."""
+    cost = np.asarray(cost, dtype=np.float64)
+    positions = np.asarray(positions)
+    assigned = np.take_along_axis(cost, positions[..., None], axis=-1)[..., 0]
+    others = cost.copy()
+    np.put_along_axis(others, positions[..., None], np.inf, axis=-1)
+    return others.min(-1) - assigned
+
+
+def fit(margin, correct, bins=10):
+    """A calibration table from val: `bins` equal-count bins of the margins, each bin's centre (median margin) and
+    observed accuracy, the accuracies made non-decreasing in the margin (pooled adjacent violators)."""
+    margin, correct = np.asarray(margin, dtype=np.float64), np.asarray(correct, dtype=np.float64)
+    order = np.argsort(margin, kind="stable")
+    groups = [g for g in np.array_split(order, min(bins, len(order))) if len(g)]
+    centre = [float(np.median(margin[g])) for g in groups]
+    blocks = [[correct[g].mean(), len(g)] for g in groups]          # pool adjacent bins while accuracy decreases
+    merged = []
+    for acc, n in blocks:
+        merged.append([acc, n, 1])
+        while len(merged) > 1 and merged[-2][0] > merged[-1][0]:
+            (a1, n1, k1), (a2, n2, k2) = merged[-2], merged.pop()
+            merged[-1] = [(a1 * n1 + a2 * n2) / (n1 + n2), n1 + n2, k1 + k2]
+    accuracy = [acc for acc, _, k in merged for _ in range(k)]
+    return {"margin": centre, "accuracy": [float(a) for a in accuracy], "pieces": int(len(margin))}
+
+
+def probability(table, margin):
+    """Margins -> probabilities of being right, by the table (linear between bin centres, flat beyond them)."""
+    return np.interp(np.asarray(margin, dtype=np.float64), table["margin"], table["accuracy"])
+
+
+def reliability(prob, correct, bins=10):
+    """Predicted against observed accuracy in `bins` equal-width bins of the predicted probability: rows of
+    (low, high, count, mean predicted, observed), and the expected calibration error."""
+    prob, correct = np.asarray(prob, dtype=np.float64), np.asarray(correct, dtype=np.float64)
+    edges = np.linspace(0, 1, bins + 1)
+    which = np.clip(np.digitize(prob, edges[1:-1]), 0, bins - 1)
+    rows, ece = [], 0.0
+    for b in range(bins):
+        sel = which == b
+        if sel.any():
+            rows.append((float(edges[b]), float(edges[b + 1]), int(sel.sum()), float(prob[sel].mean()),
+                         float(correct[sel].mean())))
+            ece += sel.mean() * abs(prob[sel].mean() - correct[sel].mean())
+    return rows, float(ece)
