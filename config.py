@@ -54,7 +54,7 @@ class ImageConfig:
     network: ClassVar[type] = DiT
     vae: ClassVar[Optional[str]] = None      # image pieces are always diffused in pixels
     datasets: ClassVar[dict] = DATASETS
-    inputs: ClassVar[tuple] = ("image",)     # sample.py flags that take your own data
+    inputs: ClassVar[tuple] = ("image", "pieces")   # sample.py flags that take your own data
     reported: ClassVar[tuple] = ("grid", "piece_size", "gap", "anchor")   # copied into sample.py's metrics.json
     pictured: ClassVar[int] = 8              # test puzzles pictured by sample.py
     solved: ClassVar[str] = "puzzle_acc"     # the metric of fully solved puzzles
@@ -118,7 +118,7 @@ class VideoConfig:
     model_config: ClassVar[type] = UNetConfig
     network: ClassVar[type] = UNet3D
     datasets: ClassVar[dict] = VIDEO_DATASETS
-    inputs: ClassVar[tuple] = ("video", "superres")
+    inputs: ClassVar[tuple] = ("video", "frames", "superres")
     reported: ClassVar[tuple] = ("pieces", "frames_per_piece", "size", "frame_stride")
     pictured: ClassVar[int] = 4
     solved: ClassVar[str] = "exact"

@@ -7,16 +7,19 @@ super-resolution (--superres). The loaded checkpoint is a solver.Solver.
     python sample.py --ckpt checkpoints/image-photos-3x3.pt --pieces my_pieces/          # solved.png, arrangement.json
     python sample.py --ckpt checkpoints/video-mmnist-10x2.pt --frames my_clips/          # order.json
 """
+import json
 import os
 from dataclasses import replace
 
 import numpy as np
 import torch
+from PIL import Image
 
 from animate import DISPLAY, Recorder, enlarge, puzzle_animation, solving_gif
 from cli import UserError
 from pictures import mark_cells, save_png, stack, video_row, write_rows
-from puzzles import assemble, cut_image, make_video_puzzle, shuffle_pieces, video_item, video_tensor
+from posenc import grid_table
+from puzzles import assemble, cut_image, make_video_puzzle, parse_grid, shuffle_pieces, video_item, video_tensor
 from sources import fit_channels, fit_image, open_photo, read_video
 
 # ----------------------------------------------------------------------------
@@ -148,3 +151,89 @@ def superres(args, solver):
     return gif
 
 
+# ----------------------------------------------------------------------------
+# A folder of pieces nobody has solved (--pieces, --frames)
+# ----------------------------------------------------------------------------
+
+def read_pieces(folder, video, puzzle):
+    """The pieces of --pieces/--frames: (names, pieces) in name order; every entry must be a piece (an image; for a
+    video model with several frames per piece, a clip file or a frame folder)."""
+    flag = "--frames" if video else "--pieces"
+    if not os.path.isdir(folder):
+        raise UserError(f"{flag} {folder} is not a folder; pass a folder of piece files")
+    names = sorted(n for n in os.listdir(folder) if not n.startswith("."))
+    if not names:
+        raise UserError(f"{flag} {folder} is empty; put the piece files in it")
+    pieces = []
+    for name in names:
+        path = os.path.join(folder, name)
+        if video and puzzle.frames_per_piece > 1:
+            pieces.append(read_video(path, puzzle.frame_stride))
+            continue
+        try:
+            with Image.open(path) as im:
+                pieces.append(im.convert("RGB"))
+        except (OSError, ValueError, Image.DecompressionBombError):
+            raise UserError(f"{flag}: {name} in {folder} is not an image; leave only piece images there") from None
+    if video and puzzle.frames_per_piece == 1:
+        pieces = [np.asarray(p)[None] for p in pieces]                  # a 1-frame clip per image
+    return names, pieces
+
+
+def parse_pins(args, names, video):
+    """--pin FILE=ROW,COL (video: FILE=0) -> {piece index: (row, col) or slot}; one sentence for a bad one."""
+    pins = {}
+    for text in args.pin:
+        name, _, where = text.partition("=")
+        if name not in names:
+            raise UserError(f"--pin {text} names no file of {args.pieces or args.frames}; use FILE=ROW,COL with a "
+                            "file name from that folder")
+        try:
+            values = [int(v) for v in where.split(",")]
+        except ValueError:
+            values = []
+        if len(values) != (1 if video else 2):
+            raise UserError(f"--pin {text} must be FILE={'0' if video else 'ROW,COL'}")
+        pins[names.index(name)] = values[0] if video else tuple(values)
+    return pins
+
+
+def solve_pieces(args, solver):
+    """--pieces / --frames: solve the folder's pieces (solver.Solver.solve); write solved.png and arrangement.json
+    (images) or order.json (videos), and with --animate the solving GIF. Everything is checked before anything is
+    written."""
+    video = solver.config.kind == "video"
+    names, pieces = read_pieces(args.pieces or args.frames, video, solver.config.puzzle)
+    grid = parse_grid(args.grid) if args.grid else None
+    rec = Recorder() if args.animate and not video else None
+    result = solver.solve(pieces, pins=parse_pins(args, names, video), grid=grid, callback=rec)
+    conf = result.confidence if result.confidence is not None else [None] * len(names)
+    if video:
+        order = [names[i] for i in np.argsort(result.positions)]
+        report = {"pieces": {n: {"slot": int(s), "confidence": c and float(c)}
+                             for n, s, c in zip(names, result.positions, conf)}, "order": order}
+        path = os.path.join(args.out, "order.json")
+    else:
+        report = {"pieces": {n: {"row": int(r), "col": int(c), "confidence": p and float(p)}
+                             for n, (r, c), p in zip(names, result.positions, conf)},
+                  "grid": list(grid or solver.config.puzzle.grid), "generated_cells": result.generated.tolist()}
+        path = os.path.join(args.out, "arrangement.json")
+        result.image.save(os.path.join(args.out, "solved.png"))
+    report.update(puzzle_confidence=result.puzzle_confidence, ckpt=args.ckpt, steps=args.steps, sampler=args.sampler,
+                  samples=args.samples, calibrated=result.confidence is not None)
+    with open(path, "w") as f:
+        json.dump(report, f, indent=2)
+    sure = "" if result.puzzle_confidence is None else f", {result.puzzle_confidence:.0%} sure of all of it"
+    print(f"{len(names)} pieces solved{sure}; wrote {path}" + ("" if video else " and solved.png"))
+    if rec:
+        print(f"wrote {pieces_gif(os.path.join(args.out, 'solving.gif'), rec, result, grid=report['grid'])}")
+    return report
+
+
+def pieces_gif(path, rec, result, grid):
+    """--pieces --animate: the sampling of a solved folder (animate.solving_gif), pieces at the picture's resolution,
+    generated ones forming from noise (red). Returns path."""
+    n, side = len(result.tiles), result.tiles.shape[1]
+    gone = np.arange(len(result.cells)) >= n
+    return solving_gif(path, rec, grid_table(*grid), grid=grid, final=result.cells, marked=gone,
+                       tiles_at=lambda i: np.concatenate([result.tiles, enlarge(rec.content[i][n:], side)]))

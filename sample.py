@@ -32,12 +32,13 @@ import torch
 from tqdm import tqdm
 
 from animate import Recorder, puzzle_animation
-from checkpoint import load_checkpoint
+from checkpoint import load_checkpoint, save_checkpoint
 from cli import UserError, positive, resolve_device, run_cli
+from confidence import evidence, fit, reliability
 from diffusion import SAMPLERS
-from jpdvt import SampleOptions
-from metrics import ASSIGNERS
-from own import order_clip, solve_photo, superres
+from jpdvt import SampleOptions, known_codes
+from metrics import ASSIGNERS, assign
+from own import order_clip, solve_photo, solve_pieces, superres
 from puzzles import (
     DATASETS,
     FOLDER_DATASETS,
@@ -68,7 +69,7 @@ def score_test_set(args, solver):
                             where=(args.ckpt, puzzle.data_dir))
     if note:
         print(note)
-    passes, rows, seconds, animation = [], [], 0.0, None
+    passes, rows, seconds, animation, found = [], [], 0.0, None, []
     for r in range(args.repeats):
         test = puzzle.puzzles(args.split, args.seed + r)
         num = min(args.num_puzzles, len(test))
@@ -82,8 +83,13 @@ def score_test_set(args, solver):
             batch = to_device(batch, solver.device)
             rec = Recorder() if args.animate and r == 0 and start == 0 else None
             t = time.time()
-            pos, content = solver.solve_batch(batch, callback=rec)
+            cost, content = solver.costs(batch, callback=rec)
+            pos = np.stack([assign(c, args.assign) for c in cost.cpu()])
             seconds += time.time() - t
+            if args.calibrate or solver.calibration:          # the confidence's evidence: one more network call
+                counted = ~known_codes(batch, puzzle.anchor) & (~batch["missing"] if puzzle.kind == "image" else True)
+                found.append(evidence(solver.mean_costs(batch).cpu().numpy(), pos, batch["true_pos"].cpu().numpy(),
+                                      counted.cpu().numpy()))
             if rec:
                 animation = puzzle_animation(os.path.join(args.out, "solving.gif"), rec, solver, batch=batch,
                                            positions=pos)
@@ -103,6 +109,12 @@ def score_test_set(args, solver):
     if args.repeats > 1:
         metrics["passes"] = passes
     metrics.update({k: getattr(puzzle, k) for k in puzzle.reported})
+    found = [np.concatenate(part) for part in zip(*found)]   # piece margins, correct; puzzle margins, correct
+    if args.calibrate:
+        metrics["calibration"] = calibrate(args, found)
+    elif solver.calibration:
+        metrics["confidence"] = {part: dict(zip(("rows", "ece"), reliability(solver.confidence(m, part), ok)))
+                                 for part, m, ok in (("piece", *found[:2]), ("puzzle", *found[2:]))}
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
     picture, shown = puzzle.save_pictures(args.out, rows)
@@ -117,7 +129,21 @@ def score_test_set(args, solver):
     print(f"wrote {os.path.join(args.out, 'metrics.json')} and {picture} ({shown})")
     if animation:
         print(f"wrote {animation} (the sampling of the first puzzle, generated pieces in red)")
+    for part, rep in metrics.get("confidence", {}).items():
+        print(f"{part} confidence: expected calibration error {rep['ece']:.3f}; predicted / observed per bin: "
+              + ", ".join(f"{p:.2f}/{o:.2f} ({n})" for _, _, n, p, o in rep["rows"]))
     return metrics
+
+
+def calibrate(args, found):
+    """--calibrate: fit the confidence tables (confidence.fit) on these val puzzles' evidence and store them in the
+    checkpoint (atomic rewrite); sample.py and solve(pieces) then report probabilities of being right."""
+    table = {"piece": fit(*found[:2]), "puzzle": fit(*found[2:], bins=5), "split": args.split,
+             "settings": {k: getattr(args, k) for k in ("steps", "sampler", "samples", "assign", "missing", "repeats")}}
+    ckpt = torch.load(args.ckpt, map_location="cpu", weights_only=True)
+    save_checkpoint(args.ckpt, {**ckpt, "calibration": table})
+    print(f"wrote the confidence tables into {args.ckpt} (from {len(found[0])} pieces of {len(found[2])} val puzzles)")
+    return table
 
 
 # ----------------------------------------------------------------------------
@@ -135,10 +161,9 @@ def test_settings(args, puzzle):
     own_dir = None
     if dataset == puzzle.dataset and puzzle.data_dir and not args.data_dir:
         own_dir = data_folder(puzzle.data_dir, args.ckpt)
-        if own_dir is None and not (args.image or args.video):
+        if own_dir is None and not own_data(args):
             raise UserError(f"{args.ckpt} was trained on {puzzle.data_dir}, which is found neither from here nor "
                             "next to the checkpoint; pass --data-dir with that folder")
-    own_data = args.image or args.video
     if getattr(puzzle, "vae", None):                           # a latent video model: its autoencoder folder
         vae = args.vae or data_folder(puzzle.vae, args.ckpt)
         if vae is None:
@@ -146,7 +171,7 @@ def test_settings(args, puzzle):
                             "from here nor next to the checkpoint; pass --vae with that folder")
         puzzle = replace(puzzle, vae=vae)
     changes = {"dataset": dataset, "data_dir": args.data_dir or own_dir,
-               "missing": args.missing if args.missing is not None else (0 if own_data else puzzle.missing)}
+               "missing": args.missing if args.missing is not None else (0 if own_data(args) else puzzle.missing)}
     if args.frame_stride is not None and hasattr(puzzle, "frame_stride"):
         changes["frame_stride"] = args.frame_stride
     puzzle = replace(puzzle, **changes)
@@ -154,7 +179,15 @@ def test_settings(args, puzzle):
     return puzzle
 
 
+def own_data(args):
+    """The flag of the user's own data, if any (--image, --video, --pieces, --frames)."""
+    return args.image or args.video or args.pieces or args.frames
+
+
 def main(args):
+    if args.calibrate and args.split != "val":
+        raise UserError("--calibrate fits the confidence on the val split (the test split is scored once); add "
+                        "--split val")
     if args.animate and args.superres:
         raise UserError("--animate draws pieces moving to their places, and --superres places none (every position is "
                         "given); drop --animate")
@@ -164,10 +197,11 @@ def main(args):
     config = ckpt["config"]
     if args.out is None:
         args.out = os.path.join(os.path.dirname(os.path.abspath(args.ckpt)), "samples")
-    for flag in ("image", "video", "superres"):
+    for flag in ("image", "video", "pieces", "frames", "superres"):
         if getattr(args, flag) and flag not in config.puzzle.inputs:
-            raise UserError(f"--{flag} does not apply to {args.ckpt}, a {config.kind} model; its inputs are "
-                            + " and ".join(f"--{f}" for f in config.puzzle.inputs))
+            *first, last = [f"--{f}" for f in config.puzzle.inputs]
+            raise UserError(f"--{flag} does not apply to {args.ckpt}, {'an' if config.kind == 'image' else 'a'} "
+                            f"{config.kind} model; its inputs are {', '.join(first)} and {last}")
     trained = config.puzzle
     config.puzzle = test_settings(args, config.puzzle)
     opts = SampleOptions(steps=args.steps, sampler=args.sampler, assign=args.assign, samples=args.samples,
@@ -178,6 +212,8 @@ def main(args):
     elif solver.data is None:
         solver.data = {"unknown": True}                        # trained on files before checkpoints recorded them
     os.makedirs(args.out, exist_ok=True)
+    if args.pieces or args.frames:
+        return solve_pieces(args, solver)
     if args.image:
         return solve_photo(args, solver)
     if args.superres:
@@ -222,6 +258,17 @@ def get_parser():
     p.add_argument("--video", default=None,
                    help="video checkpoints: order your own clip (file or frame folder; its centre is cut into the "
                         "checkpoint's pieces, shuffled and solved)")
+    p.add_argument("--pieces", default=None,
+                   help="image checkpoints: solve a folder of piece images in any order and with any names (resized to "
+                        "the model's piece size; cells beyond them are missing and generated); writes solved.png and "
+                        "arrangement.json")
+    p.add_argument("--frames", default=None,
+                   help="video checkpoints: order a folder of pieces (an image per frame for 1-frame pieces, else a "
+                        "clip or frame folder per piece); writes order.json")
+    p.add_argument("--grid", default=None, help="--pieces: the grid, e.g. 3 or 2x4 (default: the checkpoint's)")
+    p.add_argument("--pin", action="append", default=[], metavar="FILE=ROW,COL",
+                   help="--pieces/--frames: a piece whose place you know (repeatable), for models trained with "
+                        "--anchor; video models: FILE=0 names the first piece")
     p.add_argument("--superres", type=int, default=0,
                    help="video checkpoints: generate K pieces between each pair of given pieces (K frames with "
                         "1-frame pieces), of --video or of test clips")
@@ -232,6 +279,10 @@ def get_parser():
                         "code points, gliding into place, missing pieces forming from noise (red); <name>_solving.gif "
                         "for --image and --video, solving.gif of the first test puzzle otherwise; with --samples K the "
                         "first sample's steps")
+    p.add_argument("--calibrate", action="store_true",
+                   help="with --split val: fit the tables that turn a piece's code margin into a probability of being "
+                        "right and store them in the checkpoint (confidence.py); later scores report their "
+                        "calibration, and --pieces its probabilities")
     p.add_argument("--batch-size", type=positive, default=50, help="puzzles solved at once")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     p.add_argument("--precision", default="auto", choices=PRECISIONS,

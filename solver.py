@@ -41,6 +41,9 @@ class Result:
     puzzle_confidence: Optional[float]  # probability that every piece is in place
     image: Optional[Image.Image]   # images: the assembly, generated content in the empty cells (outlined in red)
     margins: np.ndarray            # (N,) the raw evidence: next-best minus assigned code distance (confidence.py)
+    generated: np.ndarray          # images: (M, 2) (row, col) of the cells whose content was generated
+    cells: np.ndarray              # images: the raster cell of every piece, given then generated (animations)
+    tiles: np.ndarray              # images: the given pieces at the picture's resolution (N, S, S, 3) in [0, 1]
 
 
 class Solver:
@@ -69,17 +72,23 @@ class Solver:
         opts = opts or SampleOptions(generator=torch.Generator(device).manual_seed(0))
         return cls(ckpt["config"], ckpt, device=device, precision=precision, opts=opts)
 
-    def costs(self, batch, known=None, callback=None, table=None):
+    def costs(self, batch, known=None, callback=None, table=None, opts=None):
         """(cost (B, N, positions), content with missing pieces generated) of a batch of pixel puzzles
         (jpdvt.code_costs; latents for a latent model: see pixels()). callback: called after every sampling step;
-        table: the true codes of another grid than the model's."""
+        table: the true codes of another grid than the model's; opts: other sampling options than the solver's."""
         if self.codec:
             batch = self.codec.encode_batch(batch)
-        opts = replace(self.opts, callback=callback)
+        opts = replace(opts or self.opts, callback=callback)
         with autocast(self.device, self.precision):
             return code_costs(self.model, self.diffusion, batch, table=self.table if table is None else table,
                               opts=opts, anchored=self.config.puzzle.anchor, known=known,
                               latents=self.codec is not None)
+
+    def mean_costs(self, batch, known=None, table=None):
+        """The costs of the one-call posterior-mean estimate of the codes (steps 1, with its own noise, so the solve's
+        stays as it was): the evidence of the confidence (confidence.py)."""
+        opts = SampleOptions(steps=1, sampler="ddim", generator=torch.Generator(self.device).manual_seed(0))
+        return self.costs(batch, known=known, table=table, opts=opts)[0]
 
     def solve_batch(self, batch, known=None, callback=None):
         """(positions (B, N), content): the one-to-one assignment of costs() (jpdvt.solve)."""
@@ -96,13 +105,14 @@ class Solver:
 
     # ------------------------------------------------------------------------- your own pieces
 
-    def solve(self, pieces, pins=None, grid=None):
+    def solve(self, pieces, pins=None, grid=None, callback=None):
         """
         Solve a bag of pieces nobody has solved: images (a list of PIL images or arrays, or an (N, H, W, 3) array;
         resized to the model's piece size) or, for a video model, clips (a list of (F, H, W, C) arrays of the model's
         frames per piece). pins: {index: (row, col)} (video: {index: 0}) of pieces whose place you know, for models
         trained with an anchor (a video model without a pin tries each piece as the first and keeps the surest
         order). grid: (rows, cols) when it differs from the model's; cells beyond the pieces are missing and generated.
+        callback: an animate.Recorder (images).
         """
         if self.config.kind == "video":
             return self._order(pieces, pins or {})
@@ -123,23 +133,22 @@ class Solver:
             true_pos[i], known[i] = r * grid[1] + c, True
         batch = {"content": torch.from_numpy(content).permute(0, 3, 1, 2)[None] * 2 - 1,
                  "true_pos": torch.from_numpy(true_pos)[None], "missing": torch.from_numpy(np.arange(cells) >= n)[None]}
-        cost, generated = self.costs({k: v.to(self.device) for k, v in batch.items()},
-                                     known=torch.from_numpy(known)[None].to(self.device),
-                                     table=grid_table(*grid).to(self.device))
-        cost = cost[0].float().cpu().numpy()
-        pos = assign(cost, self.opts.assign)
-        margin = margins(cost[None], pos[None])[0][:n]
+        batch = {k: v.to(self.device) for k, v in batch.items()}
+        known_, table = torch.from_numpy(known)[None].to(self.device), grid_table(*grid).to(self.device)
+        cost, generated = self.costs(batch, known=known_, callback=callback, table=table)
+        pos = assign(cost[0].float().cpu().numpy(), self.opts.assign)
+        margin = margins(self.mean_costs(batch, known=known_, table=table).cpu().numpy(), pos[None])[0][:n]
         margin[known[:n]] = np.inf                                 # pinned: told, not found
         free = margin[~known[:n]]
         whole = self.confidence(free.min(), part="puzzle") if len(free) else 1.0
         show = int(min(DISPLAY, max(side, np.median([min(im.size) for im in images]))))   # the pieces' own pixels
-        tiles = np.concatenate([[piece_pixels(im, show, i) for i, im in enumerate(images)],
-                                enlarge(generated[0, n:], show, smooth=True)]) if n < cells else \
-            np.stack([piece_pixels(im, show, i) for i, im in enumerate(images)])
-        img = mark_cells(assemble(tiles, pos, grid, border=2, fill=1.0), pos[n:], grid, side=show, border=2)
+        tiles = np.stack([piece_pixels(im, show, i) for i, im in enumerate(images)])
+        every = np.concatenate([tiles, enlarge(generated[0, n:], show, smooth=True)])
+        img = mark_cells(assemble(every, pos, grid, border=2, fill=1.0), pos[n:], grid, side=show, border=2)
         return Result(positions=np.stack(divmod(pos[:n], grid[1]), axis=1), confidence=self.confidence(margin),
                       puzzle_confidence=None if whole is None else float(whole),
-                      image=Image.fromarray((img * 255).round().astype(np.uint8)), margins=margin)
+                      image=Image.fromarray((img * 255).round().astype(np.uint8)), margins=margin,
+                      generated=np.stack(divmod(pos[n:], grid[1]), axis=1), cells=pos, tiles=tiles)
 
     def _order(self, clips, pins):
         """Video models: the time slot of each clip; the first piece is the model's anchor (pinned, or tried)."""
@@ -155,10 +164,9 @@ class Solver:
             order = [first] + [i for i in range(len(clips)) if i != first]
             batch = {"content": video_tensor(np.stack([frames[i] for i in order]))[None],
                      "true_pos": torch.arange(len(clips))[None], "missing": torch.zeros(1, len(clips), dtype=bool)}
-            cost, _ = self.costs({k: v.to(self.device) for k, v in batch.items()})
-            cost = cost[0].cpu().numpy()
-            pos = assign(cost, self.opts.assign)
-            margin = margins(cost[None], pos[None])[0][1:]
+            batch = {k: v.to(self.device) for k, v in batch.items()}
+            pos = assign(self.costs(batch)[0][0].cpu().numpy(), self.opts.assign)
+            margin = margins(self.mean_costs(batch).cpu().numpy(), pos[None])[0][1:]
             if best is None or margin.min() > best[2].min():
                 best = (order, pos, margin)
         order, pos, margin = best
@@ -168,4 +176,4 @@ class Solver:
         mine[order] = np.concatenate([[np.inf], margin])
         conf, whole = self.confidence(mine), self.confidence(margin.min(), part="puzzle")
         return Result(positions=slots, confidence=conf, puzzle_confidence=None if whole is None else float(whole),
-                      image=None, margins=mine)
+                      image=None, margins=mine, generated=np.zeros((0, 2), int), cells=slots, tiles=None)

@@ -238,10 +238,11 @@ def test_sample_own_photo(tmp_path, capsys):
 
 
 def test_inputs_of_the_other_kind_are_refused(image_ckpt, tmp_path):
-    with pytest.raises(UserError, match=r"--superres does not apply to .*, a image model; its inputs are --image$"):
+    with pytest.raises(UserError, match=r"--superres does not apply to .*, an image model; its inputs are --image and "
+                                        r"--pieces$"):
         sample_run("--ckpt", image_ckpt, "--superres", "1", "--out", tmp_path)
     proc = py("sample.py", "--ckpt", image_ckpt, "--video", tmp_path / "clip.gif", "--out", tmp_path, check=False)
-    assert_one_line_error(proc, f"--video does not apply to {image_ckpt}, a image model; its inputs are --image")
+    assert_one_line_error(proc, f"--video does not apply to {image_ckpt}, an image model; its inputs are --image")
 
 
 def test_torchrun_two_cpu_processes(tmp_path):

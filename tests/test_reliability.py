@@ -108,8 +108,8 @@ def test_truncated_and_wrong_kind_checkpoints(image_ckpt, tmp_path):
     video = video_checkpoint(tmp_path / "video.pt")
     with pytest.raises(UserError, match="is a video model, not a image model"):
         train_image_run("--resume", video, "--out", tmp_path)
-    with pytest.raises(UserError, match=r"--image does not apply to .*video.pt, a video model; its inputs are --video "
-                                        "and --superres"):
+    with pytest.raises(UserError, match=r"--image does not apply to .*video.pt, a video model; its inputs are --video, "
+                                        "--frames and --superres"):
         sample_run("--ckpt", video, "--image", tmp_path / "photo.png", "--out", tmp_path)
     other = tmp_path / "other.pt"
     torch.save({"weights": torch.zeros(3)}, other)
