@@ -206,7 +206,7 @@ def solve_pieces(args, solver):
     names, pieces = read_pieces(args.pieces or args.frames, video, solver.config.puzzle)
     grid = parse_grid(args.grid) if args.grid else None
     rec = Recorder() if args.animate and not video else None
-    result = solver.solve(pieces, pins=parse_pins(args, names, video), grid=grid, callback=rec)
+    result = solver.solve(dict(zip(names, pieces)), pins=parse_pins(args, names, video), grid=grid, callback=rec)
     conf = result.confidence if result.confidence is not None else [None] * len(names)
     if video:
         order = [names[i] for i in np.argsort(result.positions)]

@@ -107,15 +107,18 @@ class Solver:
 
     def solve(self, pieces, pins=None, grid=None, callback=None):
         """
-        Solve a bag of pieces nobody has solved: images (a list of PIL images or arrays, or an (N, H, W, 3) array;
-        resized to the model's piece size) or, for a video model, clips (a list of (F, H, W, C) arrays of the model's
-        frames per piece). pins: {index: (row, col)} (video: {index: 0}) of pieces whose place you know, for models
-        trained with an anchor (a video model without a pin tries each piece as the first and keeps the surest
-        order). grid: (rows, cols) when it differs from the model's; cells beyond the pieces are missing and generated.
+        Solve a bag of pieces nobody has solved: images (a list of PIL images or arrays, an (N, H, W, 3) array, or
+        a {name: piece} dict whose names errors use; resized to the model's piece size) or, for a video model, clips
+        ((F, H, W, C) arrays of the model's frames per piece). pins: {index: (row, col)} (video: {index: 0}) of
+        pieces whose place you know, for models trained with an anchor (a video model without a pin tries each
+        piece as the first and keeps the surest order). grid: (rows, cols) when it differs from the model's; cells
+        beyond the pieces are missing and generated.
         callback: an animate.Recorder (images).
         """
+        names = list(pieces) if isinstance(pieces, dict) else list(range(len(pieces)))
+        pieces = list(pieces.values()) if isinstance(pieces, dict) else list(pieces)
         if self.config.kind == "video":
-            return self._order(pieces, pins or {})
+            return self._order(dict(zip(names, pieces)), pins or {})
         puzzle = self.config.puzzle
         grid, side, n = tuple(grid or puzzle.grid), puzzle.piece_size, len(pieces)
         cells = grid[0] * grid[1]
@@ -125,9 +128,9 @@ class Solver:
             raise UserError("this model was trained without --anchor, so it cannot use a pinned piece; drop --pin")
         if puzzle.anchor and not pins:
             raise UserError("this model was trained with --anchor: pin one piece whose place you know (--pin)")
-        images = [as_image(p, i) for i, p in enumerate(pieces)]
+        images = [as_image(p, name) for name, p in zip(names, pieces)]
         content = np.zeros((cells, side, side, 3), np.float32)
-        content[:n] = [piece_pixels(im, side, i) for i, im in enumerate(images)]
+        content[:n] = [piece_pixels(im, side, name) for name, im in zip(names, images)]
         true_pos, known = np.zeros(cells, np.int64), np.zeros(cells, bool)
         for i, (r, c) in (pins or {}).items():
             true_pos[i], known[i] = r * grid[1] + c, True
@@ -142,7 +145,7 @@ class Solver:
         free = margin[~known[:n]]
         whole = self.confidence(free.min(), part="puzzle") if len(free) else 1.0
         show = int(min(DISPLAY, max(side, np.median([min(im.size) for im in images]))))   # the pieces' own pixels
-        tiles = np.stack([piece_pixels(im, show, i) for i, im in enumerate(images)])
+        tiles = np.stack([piece_pixels(im, show, name) for name, im in zip(names, images)])
         every = np.concatenate([tiles, enlarge(generated[0, n:], show, smooth=True)])
         img = mark_cells(assemble(every, pos, grid, border=2, fill=1.0), pos[n:], grid, side=show, border=2)
         return Result(positions=np.stack(divmod(pos[:n], grid[1]), axis=1), confidence=self.confidence(margin),
@@ -158,7 +161,7 @@ class Solver:
                             f"{len(clips)}; pass exactly {puzzle.pieces}")
         if any(slot != 0 for slot in pins.values()) or len(pins) > 1:
             raise UserError("a video model is told only which piece comes first: --pin FILE=0")
-        frames = [clip_frames(c, puzzle, i) for i, c in enumerate(clips)]
+        frames = [clip_frames(c, puzzle, name) for name, c in clips.items()]
         best = None
         for first in pins or range(len(clips)):                 # the first piece goes in front, as in training
             order = [first] + [i for i in range(len(clips)) if i != first]

@@ -1,0 +1,132 @@
+"""Solve your own pieces: the README's five lines, --pieces and --frames folders with any names, pins, the confidence
+(calibration on val, reliability on test) and every bad input's one sentence, with nothing written half."""
+import json
+import os
+import re
+import shutil
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+import torch
+from conftest import ROOT, TINY_IMAGE, sample_run, train_image_run
+from PIL import Image
+
+from cli import UserError
+from sources import fit_image
+from synthetic import moving_digits
+
+PHOTOS_CKPT = os.path.join(ROOT, "checkpoints", "image-photos-3x3.pt")
+ORANGE = os.path.join(ROOT, "..", "shared", "data", "photos", "test", "opencv-orange.jpg")
+DIGITS = os.path.join(ROOT, "checkpoints", "video-digits-5x4.pt")
+
+
+def cut_into_files(folder, photo=ORANGE, side=90, seed=3, keep=9):
+    """A photo cut into 3x3 piece files with random names (and random sizes around `side`); returns {name: (r, c)}."""
+    img = fit_image(Image.open(photo), 3 * side, 3 * side)
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    truth = {}
+    for k in rng.permutation(9)[:keep]:
+        r, c = divmod(int(k), 3)
+        tile = Image.fromarray((img[r * side:(r + 1) * side, c * side:(c + 1) * side] * 255).round().astype(np.uint8))
+        name = f"{rng.integers(16 ** 8):08x}.png"
+        tile.resize((int(rng.integers(60, 140)),) * 2).save(folder / name)
+        truth[name] = (r, c)
+    return truth
+
+
+def test_readme_five_lines_run(tmp_path):
+    text = open(os.path.join(ROOT, "README.md")).read()
+    code = re.search(r"## Solve your own pieces.*?```python\n(.*?)```", text, flags=re.S).group(1)
+    assert len(code.strip().splitlines()) == 5
+    cut_into_files(tmp_path / "my_pieces")
+    exec(code.replace("checkpoints/", os.path.join(ROOT, "checkpoints") + "/"), {})     # in tmp_path (conftest)
+    assert Image.open(tmp_path / "solved.png").size[0] >= 3 * 60
+
+
+def test_a_photo_cut_into_files_solves_like_image(tmp_path, capsys):
+    truth = cut_into_files(tmp_path / "pieces")
+    report = sample_run("--ckpt", PHOTOS_CKPT, "--pieces", tmp_path / "pieces", "--out", tmp_path / "out")
+    assert {n: (p["row"], p["col"]) for n, p in report["pieces"].items()} == truth
+    assert json.loads((tmp_path / "out" / "arrangement.json").read_text())["pieces"] == report["pieces"]
+    side = int(np.median([Image.open(tmp_path / "pieces" / n).size[0] for n in truth]))   # the pieces' own size
+    assert Image.open(tmp_path / "out" / "solved.png").size == (3 * side + 4, 3 * side + 4)   # 2 px borders
+    sample_run("--ckpt", PHOTOS_CKPT, "--image", ORANGE, "--out", tmp_path / "image")
+    assert capsys.readouterr().out.count("solved: 9/9 given pieces in place") == 1      # --image gets the same
+
+
+def test_missing_cells_are_generated_and_outlined(tmp_path):
+    cut_into_files(tmp_path / "pieces", keep=7)
+    report = sample_run("--ckpt", PHOTOS_CKPT, "--pieces", tmp_path / "pieces", "--steps", "2", "--animate",
+                        "--out", tmp_path / "out")
+    assert len(report["pieces"]) == 7 and len(report["generated_cells"]) == 2
+    cells = {(p["row"], p["col"]) for p in report["pieces"].values()} | {tuple(c) for c in report["generated_cells"]}
+    assert cells == {(r, c) for r in range(3) for c in range(3)}                       # one-to-one
+    assert iio.imread(tmp_path / "out" / "solving.gif", index=None).shape[0] == 3      # 2 steps + the placed frame
+
+
+def test_frames_orders_clips_with_any_names(tmp_path):
+    """Video: a built-in digits clip cut into 5 clips of 4 frames, saved as GIFs with random names, in order."""
+    clip = (moving_digits(np.random.default_rng(11), 20, 32) * 255).astype(np.uint8)
+    names = [f"{n:06x}.gif" for n in np.random.default_rng(0).integers(16 ** 6, size=5)]
+    (tmp_path / "clips").mkdir()
+    for k, name in enumerate(names):
+        iio.imwrite(tmp_path / "clips" / name, clip[4 * k:4 * k + 4], duration=100, loop=0)
+    report = sample_run("--ckpt", DIGITS, "--frames", tmp_path / "clips", "--out", tmp_path / "out")
+    assert report["order"] == names and [report["pieces"][n]["slot"] for n in names] == [0, 1, 2, 3, 4]
+    pinned = sample_run("--ckpt", DIGITS, "--frames", tmp_path / "clips", "--pin", f"{names[0]}=0", "--out",
+                        tmp_path / "out")
+    assert pinned["order"] == names
+    assert json.loads((tmp_path / "out" / "order.json").read_text())["order"] == names
+
+
+@pytest.mark.parametrize("case", ["empty", "not an image", "too many", "not square", "pin no file", "pin unanchored"])
+def test_bad_pieces_get_one_sentence_and_nothing_is_written(case, tmp_path):
+    folder = tmp_path / "pieces"
+    cut_into_files(folder)
+    flags = []
+    if case == "empty":
+        shutil.rmtree(folder)
+        folder.mkdir()
+    elif case == "not an image":
+        (folder / "notes.txt").write_text("the pieces of my puzzle")
+    elif case == "too many":
+        flags = ["--grid", "2"]
+    elif case == "not square":
+        os.remove(folder / sorted(os.listdir(folder))[0])
+        Image.new("RGB", (120, 40)).save(folder / "strip.png")
+    else:
+        flags = ["--pin", "nothing.png=0,0" if case == "pin no file" else f"{sorted(os.listdir(folder))[0]}=0,0"]
+    expected = {"empty": "is empty; put the piece files in it", "not an image": "notes.txt in",
+                "too many": "9 pieces do not fit a 2x2 grid", "pin unanchored": "trained without --anchor",
+                "not square": "piece strip.png is 120x40 px, not roughly square",
+                "pin no file": "--pin nothing.png=0,0 names no file"}
+    with pytest.raises(UserError, match=re.escape(expected[case])) as e:
+        sample_run("--ckpt", PHOTOS_CKPT, "--pieces", folder, *flags, "--out", tmp_path / "out")
+    assert "\n" not in str(e.value) and not (tmp_path / "out" / "arrangement.json").exists()
+    assert not (tmp_path / "out" / "solved.png").exists()
+
+
+def test_calibration_on_val_then_confidence_on_test_and_pieces(tmp_path, capsys):
+    """A tiny anchored model: --calibrate writes the tables into the checkpoint; a test score reports their
+    reliability and ECE; solve(pieces) with a pin gives probabilities."""
+    train_image_run(*TINY_IMAGE, "--anchor", "--max-steps", "2", "--eval-every", "0", "--out", tmp_path / "run")
+    ckpt = tmp_path / "run" / "ckpt.pt"
+    m = sample_run("--ckpt", ckpt, "--split", "val", "--calibrate", "--num-puzzles", "20", "--steps", "2", "--out",
+                   tmp_path / "cal")
+    table = torch.load(ckpt, weights_only=True)["calibration"]
+    assert table == m["calibration"] and table["piece"]["pieces"] == 20 * 3 and table["split"] == "val"
+    assert all(a <= b for a, b in zip(table["piece"]["accuracy"], table["piece"]["accuracy"][1:]))
+    with pytest.raises(UserError, match="--calibrate fits the confidence on the val split"):
+        sample_run("--ckpt", ckpt, "--calibrate", "--out", tmp_path / "x")
+    m = sample_run("--ckpt", ckpt, "--num-puzzles", "20", "--steps", "2", "--out", tmp_path / "test")
+    assert 0 <= m["confidence"]["piece"]["ece"] <= 1 and sum(r[2] for r in m["confidence"]["piece"]["rows"]) == 60
+    assert "piece confidence: expected calibration error" in capsys.readouterr().out
+    cut_into_files(tmp_path / "pieces", side=16, keep=4)
+    import jpdvt
+    solver = jpdvt.load(str(ckpt), device="cpu")
+    pieces = [Image.open(tmp_path / "pieces" / n) for n in sorted(os.listdir(tmp_path / "pieces"))]
+    result = solver.solve(pieces, pins={0: (0, 0)}, grid=(3, 3))
+    assert result.confidence.shape == (4,) and result.confidence[0] == max(table["piece"]["accuracy"])
+    assert 0 <= result.puzzle_confidence <= 1 and tuple(result.positions[0]) == (0, 0)
