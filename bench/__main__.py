@@ -12,6 +12,7 @@ from the repository root:
     python -m bench baselines sampler throughput loader
     python -m bench ensemble-readme           # only the README's row of the ensemble sweep
     python -m bench one-call one-call-val     # only the one-call rows (--steps 1), then the samplers on val
+    python -m bench confidence                # fit the shipped checkpoints' confidence on val, score it on test
     python -m bench                           # only rewrite BENCHMARKS.md from bench/results.json
     python -m bench --score-only image-photos-3x3-mix   # score an earlier run's checkpoint again
     python -m bench --export runs/bench/image-3x3/ckpt.pt checkpoints/image-shapes-3x3.pt
@@ -31,6 +32,7 @@ from tqdm import tqdm
 # are imported by their plain names
 from bench.recipes import (
     ASSIGNMENTS,
+    CONFIDENCE,
     ENSEMBLE_CKPTS,
     ENSEMBLE_README,
     IMAGE_BASELINES,
@@ -235,15 +237,59 @@ def one_call_val(out_root):
                                               for s, sflags in VAL_SAMPLERS.items()}, out_root)
 
 
+def confidence(out_root):
+    """Issue 28.3: fit each shipped checkpoint's confidence on val (its README command's settings, --calibrate
+    writes the tables into the checkpoint), then score the test split with the same settings: reliability and ECE."""
+    for name, flags in CONFIDENCE:
+        for split, extra in (("val (calibrate)", ["--split", "val", "--calibrate"]), ("test", [])):
+            sweep("confidence", SHIPPED[name], {f"{name} {split}": [*flags, *extra]}, out_root)
+
+
+def evidence_auroc(name, split="val", passes=1):
+    """Which margin tells right from wrong pieces: the sampled codes' own (DDPM-50) or the one-call posterior mean's,
+    both at the DDPM-50 assignment; AUROC over the counted pieces of `passes` passes of 200 puzzles (seed 1 + r)."""
+    import torch
+
+    from confidence import margins
+    from jpdvt import known_codes
+    from metrics import assign
+    from puzzles import collate
+    from solver import Solver
+    solver, score = Solver.load(SHIPPED[name], device="cpu"), {"sampled": [], "mean": [], "ok": []}
+    puzzle = solver.config.puzzle
+    for r in range(passes):
+        test = puzzle.puzzles(split, 1 + r)
+        batch = collate([test[i] for i in range(min(int(TEST_PUZZLES), len(test)))])
+        solver.opts.generator.manual_seed(1 + r)
+        cost = solver.costs(batch)[0].numpy()
+        pos = np.stack([assign(c) for c in cost])
+        counted = (~known_codes(batch, puzzle.anchor) & ~batch["missing"]).numpy()
+        score["sampled"].append(margins(cost, pos)[counted])
+        score["mean"].append(margins(solver.mean_costs(batch).numpy(), pos)[counted])
+        score["ok"].append((pos == batch["true_pos"].numpy())[counted])
+    ok = np.concatenate(score["ok"])
+    auroc = {}
+    for kind in ("sampled", "mean"):
+        m = torch.tensor(np.concatenate(score[kind]))
+        right, wrong = m[torch.tensor(ok)], m[~torch.tensor(ok)]
+        auroc[f"auroc_{kind}"] = float(((right[:, None] > wrong[None]).float().mean()
+                                        + 0.5 * (right[:, None] == wrong[None]).float().mean()).item())
+    save_result(f"confidence evidence {name} {split}", {"group": "confidence", "train_minutes": 0.0,
+                "command": shown(["-m", "bench", "confidence-evidence"]),
+                "metrics": {"piece_acc": float(ok.mean()), "pieces": int(len(ok)), **auroc}})
+
+
 # ----------------------------------------------------------------------------
 # BENCHMARKS.md
 # ----------------------------------------------------------------------------
 
 def fmt(m):
+    conf = m.get("confidence") or {}
+    eces = "".join(f", {part} ECE {conf[part]['ece']:.3f}" for part in ("piece", "puzzle") if part in conf)
     keys = ["piece_acc", "puzzle_acc", "kendall", "exact", "kendall_set", "exact_set", "kendall_rev", "sec_per_puzzle",
             "steps_per_s", "gflop_per_step", "tflop_per_s", "mfu", "puzzles_per_s_ddim50", "images_per_s", "workers",
-            "batch", "params_M"]
-    return ", ".join(f"{k} {m[k]:.4g}" for k in keys if k in m)
+            "batch", "params_M", "auroc_sampled", "auroc_mean"]
+    return ", ".join(f"{k} {m[k]:.4g}" for k in keys if k in m) + eces
 
 
 def render():
@@ -257,6 +303,8 @@ def render():
               "sampler": "Sampler: one call and DDIM steps against DDPM-1000 (image-3x3 checkpoint, shipped as "
                          "`checkpoints/image-shapes-3x3.pt`)",
               "one-call": "One network call (`--steps 1`) on the video recipe rows' test clips (shipped checkpoints)",
+              "confidence": "Confidence (issue 28.3): tables fitted on val (`--calibrate`; the photo models trained "
+                            "on val), then reliability and ECE on test, each shipped checkpoint's README settings",
               "one-call val": "sample.py's default chosen on val: one call, DDIM-50, DDPM-50 (val split, `--seed 1`; "
                               "image rows 8 passes; photo rows trained on val)",
               "assign": "Assignment: Hungarian (default) against the paper's greedy rule, same sampled codes",
@@ -300,7 +348,8 @@ def main(args):
         return export(*args.export)
     if args.list:
         print("\n".join(list(RECIPES) + ["baselines", "sampler", "assign", "ensemble", "ensemble-readme", "one-call",
-                                          "one-call-val", "transfer", "throughput", "loader"]))
+                                          "one-call-val", "confidence", "confidence-evidence", "transfer",
+                                          "throughput", "loader"]))
         return
     for name in args.names:
         if name in RECIPES:
@@ -318,6 +367,11 @@ def main(args):
         elif name == "ensemble":
             ensembles(ENSEMBLE_CKPTS + ONE_CALL_ENSEMBLES, args.out)
             ensemble_readme(args.out)
+        elif name == "confidence":
+            confidence(args.out)
+        elif name == "confidence-evidence":
+            evidence_auroc("image-shapes-3x3")
+            evidence_auroc("image-photos-3x3-gap", passes=8)
         elif name == "ensemble-readme":             # only the README row of the ensemble sweep
             ensemble_readme(args.out)
         elif name == "one-call":                    # only the one-call rows of the sweeps above and the video rows

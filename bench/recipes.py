@@ -238,3 +238,10 @@ ENSEMBLE_README = ("image-photos-3x3-gap ddpm-50 x32 (seed 0, README)", "checkpo
 # the shipped gap model (photos, 24 px pieces, 8 px gaps) on the built-in shapes cut the same way
 TRANSFER = {f"image-photos-3x3-gap on shapes, missing {k}": ["--dataset", "shapes", "--sampler", "ddim", "--missing",
                                                               str(k)] for k in range(4)}
+
+# the confidence (issue 28.3): each shipped checkpoint's confidence tables fitted on val with its README command's
+# settings (sample.py --split val --calibrate, written into the checkpoint), then its reliability and ECE on test
+# (name, sample.py flags of the README command)
+CONFIDENCE = [("image-shapes-3x3", ["--seed", "1", "--sampler", "ddim"]),
+              ("image-photos-3x3", ["--seed", "1", "--sampler", "ddim", *REPEATS]),
+              ("image-photos-3x3-gap", ["--missing", "0", "--samples", "32", *REPEATS])]
