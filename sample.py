@@ -126,12 +126,12 @@ def score_test_set(args, solver):
     unseen = "" if not seen else f" (NOT held out: the model trained on this {args.split} split)"
     print(f"{num} puzzles ({args.sampler}-{args.steps}{ensemble}, {args.assign}): {summary}, "
           f"{metrics['sec_per_puzzle']:.3f} s/puzzle{unseen}")
-    print(f"wrote {os.path.join(args.out, 'metrics.json')} and {picture} ({shown})")
-    if animation:
-        print(f"wrote {animation} (the sampling of the first puzzle, generated pieces in red)")
     for part, rep in metrics.get("confidence", {}).items():
         print(f"{part} confidence: expected calibration error {rep['ece']:.3f}; predicted / observed per bin: "
               + ", ".join(f"{p:.2f}/{o:.2f} ({n})" for _, _, n, p, o in rep["rows"]))
+    print(f"wrote {os.path.join(args.out, 'metrics.json')} and {picture} ({shown})")
+    if animation:
+        print(f"wrote {animation} (the sampling of the first puzzle, generated pieces in red)")
     return metrics
 
 
