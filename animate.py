@@ -11,7 +11,7 @@ pieces show their content as it forms from noise (the sampling state x_t), outli
 their grid, videos as a strip of thumbnails along the time axis (a 1 x N grid, a piece's first frame each).
 
     rec = Recorder()                                       # a solve() callback: keeps puzzle 0's steps
-    positions, _ = solve(model, diffusion, batch, table=table, opts=replace(opts, callback=rec), anchored=anchored)
+    positions, _ = solve(model, diffusion, batch, table=table, opts=replace(opts, callback=rec), given=given)
     puzzle_gif("solving.gif", rec, batch, positions, table, grid=(3, 3), size=160, pixels=lambda x: x)
     solving_gif(...)    # the same from your own tiles per step (sample.py --image: the photo's own pixels)
 """

@@ -1,39 +1,27 @@
 """
-The settings of a run, typed, and everything that differs between image and video puzzles.
+The settings of a run: dataclasses of plain fields, and nothing else (what differs between image and video puzzles in
+behaviour is kinds.py; the networks, datasets and pictures import these settings, not the other way round).
 
 A checkpoint's "config" is `Config.to_dict()`: plain types only (no command line travels with it). It holds
 - `puzzle`: what the puzzles are (ImageConfig or VideoConfig): grid or pieces, piece size, missing pieces, the
   dataset and its folder (sample.py reads the test split from there by default), and how training puzzles are drawn;
-- `model`: the network's hyperparameters (dit.DiTConfig for images, unet3d.UNetConfig for videos);
+- `model`: the network's hyperparameters (DiTConfig for images, UNetConfig for videos; their size tables are dit.CONFIGS
+  and unet3d.CONFIGS);
 - `train`: the training hyperparameters (TrainConfig), so that `--resume` continues the same run;
 - `prediction`: what the network predicts (eps, the paper's, or x0).
 `Config.from_dict(d, path)` reads it back and refuses an unknown or missing key in one sentence naming the file.
-
-The kind of puzzle is chosen once, by the class of `config.puzzle`; its methods hold the per-kind behaviour: the
-table of true codes (posenc.py), the network, the puzzle stream (puzzles.py) and the test metrics (metrics.py).
+`Config.run` (RunConfig: output folder, device, workers, ...) is how this process runs, never stored.
 
     config = Config(puzzle=ImageConfig(grid=(3, 3)), model=DiTConfig(), train=TrainConfig())
-    config.puzzle.table()                                   # (9, 32): the code of every position
-    test = config.puzzle.puzzles("test", seed=0)            # puzzles.ImagePuzzles
-    metrics = config.puzzle.score(positions, batch)         # {"piece_acc": ..., "puzzle_acc": ...}
+    model = DiT(config.model)                     # or kinds.of(config).network(config.model)
 """
-import os
 from dataclasses import asdict, dataclass, field, fields
 from typing import ClassVar, Optional, Tuple, Union
 
-import numpy as np
-
 from cli import UserError
-from dit import DiT, DiTConfig
-from jpdvt import known_codes
-from metrics import kendall_distance, kendall_reversible, piece_accuracy, puzzle_accuracy, relabel_generated
-from pictures import image_row, save_png, stack, video_row, write_rows
-from posenc import grid_table, sequence_table
-from puzzles import DATASETS, VIDEO_DATASETS, ImagePuzzles, VideoPuzzles
-from unet3d import UNet3D, UNetConfig
 
 # ----------------------------------------------------------------------------
-# Images
+# Puzzles
 # ----------------------------------------------------------------------------
 
 @dataclass
@@ -50,17 +38,6 @@ class ImageConfig:
     mix_shapes: float = 0.0                  # folder/imagenet, training: this fraction of puzzles are built-in shapes
 
     kind: ClassVar[str] = "image"
-    model_config: ClassVar[type] = DiTConfig
-    network: ClassVar[type] = DiT
-    vae: ClassVar[Optional[str]] = None      # image pieces are always diffused in pixels
-    datasets: ClassVar[dict] = DATASETS
-    inputs: ClassVar[tuple] = ("image", "pieces")   # sample.py flags that take your own data
-    reported: ClassVar[tuple] = ("grid", "piece_size", "gap", "anchor")   # copied into sample.py's metrics.json
-    pictured: ClassVar[int] = 8              # test puzzles pictured by sample.py
-    solved: ClassVar[str] = "puzzle_acc"     # the metric of fully solved puzzles
-    counted: ClassVar[str] = (
-        "piece_acc and puzzle_acc count the pieces the model had to place: given pieces, not the anchored one "
-        "(whose position the model is told); missing pieces are generated and not scored")
 
     def check(self):
         """Refuse (UserError) a --missing that leaves no piece to place."""
@@ -68,37 +45,6 @@ class ImageConfig:
         check_missing(self.missing, rows * cols, kept=int(self.anchor),
                       what=f"a {rows}x{cols} grid{' with an anchor' if self.anchor else ''}")
 
-    def table(self):
-        """(rows * cols, 32): the 2D code of every grid position, raster order."""
-        return grid_table(*self.grid)
-
-    def puzzles(self, split, seed):
-        return ImagePuzzles(self, split, seed)
-
-    def score(self, positions, batch):
-        """Piece and puzzle accuracy of predicted positions (B, N) over the pieces the model had to place."""
-        true_pos, missing = batch["true_pos"].cpu().numpy(), batch["missing"].cpu().numpy()
-        placed = ~missing & ~known_codes(batch, self.anchor).cpu().numpy()      # not the anchored piece
-        return {"piece_acc": piece_accuracy(positions, true_pos, placed),
-                "puzzle_acc": puzzle_accuracy(positions, true_pos, placed)}
-
-    def summary(self, metrics):
-        return f"piece accuracy {metrics['piece_acc']:.4f}, puzzle accuracy {metrics['puzzle_acc']:.4f}"
-
-    def picture(self, batch, positions, content, k):
-        """Puzzle k of a solved batch: shuffled input | solved | solved and inpainted | ground truth."""
-        return image_row(batch, positions, content, grid=self.grid, k=k)
-
-    def save_pictures(self, folder, rows):
-        """examples.png of picture() rows; returns (path, what its columns show)."""
-        path = os.path.join(folder, "examples.png")
-        save_png(path, stack(rows, axis=0))
-        return path, "shuffled input | solved | solved + inpainted | ground truth"
-
-
-# ----------------------------------------------------------------------------
-# Videos
-# ----------------------------------------------------------------------------
 
 @dataclass
 class VideoConfig:
@@ -115,54 +61,10 @@ class VideoConfig:
     curriculum: Optional[Tuple[int, int, int]] = None  # training: (first pieces, steps to all, stream items a step)
 
     kind: ClassVar[str] = "video"
-    model_config: ClassVar[type] = UNetConfig
-    network: ClassVar[type] = UNet3D
-    datasets: ClassVar[dict] = VIDEO_DATASETS
-    inputs: ClassVar[tuple] = ("video", "frames", "superres")
-    reported: ClassVar[tuple] = ("pieces", "frames_per_piece", "size", "frame_stride")
-    pictured: ClassVar[int] = 4
-    solved: ClassVar[str] = "exact"
-    anchor: ClassVar[bool] = True            # the first piece stays first and its code is given
-    counted: ClassVar[str] = (
-        "kendall and exact compare every piece's slot, generated pieces included, each against the slot of the clip it "
-        "replaced (strict); kendall_set and exact_set compare the slots of generated pieces as a set (they start as "
-        "interchangeable noise); the anchor (first piece) counts in all four; kendall_rev is the authors' variant, the "
-        "smaller of the strict distances of the predicted order and of its reverse (a fully reversed clip scores 0)")
 
     def check(self):
         """Refuse (UserError) piece counts, --missing or --frame-stride that cannot make a puzzle."""
         check_video(self.pieces, self.frames_per_piece, self.missing, frame_stride=self.frame_stride)
-
-    def table(self):
-        """(pieces, 16): the 1D code of every time slot."""
-        return sequence_table(self.pieces)
-
-    def puzzles(self, split, seed):
-        return VideoPuzzles(self, split, seed)
-
-    def score(self, positions, batch):
-        """Kendall distance and exact order of predicted slots (B, N), strict and with generated pieces as a set, and
-        the authors' reversible Kendall distance."""
-        true_pos, missing = batch["true_pos"].cpu().numpy(), batch["missing"].cpu().numpy()
-        as_set = relabel_generated(positions, true_pos, missing)
-        return {"kendall": float(np.mean(kendall_distance(positions, true_pos))),
-                "exact": puzzle_accuracy(positions, true_pos),
-                "kendall_set": float(np.mean(kendall_distance(positions, as_set))),
-                "exact_set": puzzle_accuracy(positions, as_set),
-                "kendall_rev": float(np.mean(kendall_reversible(positions, true_pos)))}
-
-    def summary(self, metrics):
-        return (f"mean Kendall distance {metrics['kendall']:.4f} (generated pieces as a set "
-                f"{metrics['kendall_set']:.4f}), exactly ordered {metrics['exact']:.4f} ({metrics['exact_set']:.4f})")
-
-    def picture(self, batch, positions, content, k):
-        """Puzzle k of a solved batch (content decoded to pixels): shuffled | solved | ground truth clips."""
-        return video_row(batch, positions, content, k=k)
-
-    def save_pictures(self, folder, rows):
-        """examples.gif of picture() rows; returns (path, what its columns show)."""
-        path = write_rows(os.path.join(folder, "examples.gif"), rows, ["shuffled", "solved", "ground truth"])
-        return path, "shuffled input | solved, generated frames in red | ground truth"
 
 
 def check_missing(missing, pieces, kept, what):
@@ -182,7 +84,47 @@ def check_video(pieces, frames_per_piece, missing, frame_stride):
         raise UserError(f"--frame-stride must be at least 1, got {frame_stride}")
 
 
-KINDS = {"image": ImageConfig, "video": VideoConfig}
+# ----------------------------------------------------------------------------
+# Networks
+# ----------------------------------------------------------------------------
+
+@dataclass
+class DiTConfig:
+    """The image network (dit.DiT): a ViT with adaLN-Zero; dit.CONFIGS names its sizes."""
+    piece_size: int = 16      # pixels per side of a piece
+    patch_size: int = 8       # ViT patch; a piece is (piece_size / patch_size)^2 tokens
+    in_channels: int = 3
+    code_dim: int = 32         # the paper's 2D positional code
+    hidden: int = 128
+    depth: int = 4
+    heads: int = 4
+    mlp_dim: int = 512
+
+
+@dataclass
+class UNetConfig:
+    """The video network (unet3d.UNet3D): a pseudo-3D U-Net; unet3d.CONFIGS names its sizes."""
+    channels: tuple = (64, 128, 256, 512)  # width of each resolution level; H, W halve between levels
+    layers_per_block: int = 3              # P-3D resnet layers per level (down and up) in the U-Net
+    attn_levels: tuple = (0, 1, 2, 3)      # levels (0 = full resolution) with 2D+1D attention; mid always has it
+    heads: int = 8
+    head_dim: int = 64
+    in_channels: int = 4                   # frame channels: 1 digits, 3 RGB, 4 VAE latents
+    frames_per_piece: int = 1
+    code_dim: int = 16                      # size of the 1D positional code (posenc.sequence_table)
+    code_channels: int = 4                  # channels of the positional-code map concatenated to every frame
+    patch_size: int = 1                    # >1: space-to-depth stem (p x p pixels -> p*p channels) and back
+    norm_groups: int = 32                  # GroupNorm groups (must divide every width)
+    head_hidden: int = 128                 # width of the transformer over pieces that reads out positional codes
+    head_depth: int = 3
+    head_heads: int = 4
+    layout_channels: int = 8               # the positional head reads, of a piece's first and last frames, the
+    layout_pool: int = 8                   # U-Net features reduced to layout_channels and pooled to this side,
+    pixel_pool: int = 16                   # and the frame's pixels pooled to this side
+
+
+PUZZLES = {"image": ImageConfig, "video": VideoConfig}
+MODELS = {"image": DiTConfig, "video": UNetConfig}
 # training-only fields of levers since removed (bench/notes.md, "Removed levers"): checkpoints that have them load
 # without them (sampling never read them)
 RETIRED = {"color_jitter", "rotate"}
@@ -214,19 +156,28 @@ class TrainConfig:
 
 
 @dataclass
+class RunConfig:
+    """How this process runs a training (the scripts' run flags of the same names); never stored in a checkpoint."""
+    out: str = "out/run"                     # ckpt.pt and log.txt
+    device: str = "auto"                     # auto, cpu, cuda or cuda:N
+    workers: int = 1                         # data-loading processes
+    compile: bool = False                    # torch.compile the model
+    init: Optional[str] = None               # fine-tune from this checkpoint's EMA weights
+    log_every: int = 50                      # read and log the losses every N steps
+
+
+@dataclass
 class Config:
-    """Everything a checkpoint needs to rebuild its model and its puzzles."""
+    """Everything a checkpoint needs to rebuild its model and its puzzles, and how this process runs."""
     puzzle: Union[ImageConfig, VideoConfig]
     model: Union[DiTConfig, UNetConfig]
     train: TrainConfig = field(default_factory=TrainConfig)
     prediction: str = "x0"                   # network target: eps (paper) or x0
+    run: RunConfig = field(default_factory=RunConfig, compare=False)   # this process only: not in to_dict()
 
     @property
     def kind(self):
         return self.puzzle.kind
-
-    def build_network(self):
-        return self.puzzle.network(self.model)
 
     def to_dict(self):
         return {"kind": self.kind, "prediction": self.prediction, "puzzle": asdict(self.puzzle),
@@ -235,11 +186,10 @@ class Config:
     @classmethod
     def from_dict(cls, d, path):
         """Read a checkpoint's config dict back, refusing (one sentence naming `path`) unknown or missing keys."""
-        if not isinstance(d, dict) or d.get("kind") not in KINDS or "puzzle" not in d:
+        if not isinstance(d, dict) or d.get("kind") not in PUZZLES or "puzzle" not in d:
             raise UserError(f"checkpoint {path} has no config of this jpdvt version (written by an older one?); "
                             "convert it with `python -m bench.upgrade OLD.pt NEW.pt`")
-        puzzle = KINDS[d["kind"]]
-        parts = {"puzzle": puzzle, "model": puzzle.model_config, "train": TrainConfig}
+        parts = {"puzzle": PUZZLES[d["kind"]], "model": MODELS[d["kind"]], "train": TrainConfig}
         _check_keys(d, {"kind", "prediction", *parts}, "config", path=path)
         typed = {k: _typed(c, d[k], f"config.{k}", path=path) for k, c in parts.items()}
         return cls(prediction=d["prediction"], **typed)

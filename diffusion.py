@@ -143,12 +143,12 @@ class GaussianDiffusion:
         return ts[::-1].tolist()
 
     @torch.no_grad()
-    def sample(self, model_fn, given, masks, steps=None, sampler="ddpm", generator=None, unclipped=(), callback=None):
+    def sample(self, model_fn, given, masks, steps=None, sampler="ddpm", generator=None, latent=(), callback=None):
         """
         Generate every masked entry. given: {name: tensor} with given entries filled in (masked entries are
         ignored); masks as in training_losses. Predicted x0 is clipped to [-1, 1] (the range of codes and pixels)
-        except for the parts named in `unclipped` (autoencoder latents). Returns {name: x0} with given entries
-        exactly as passed.
+        except for the parts named in `latent` (autoencoder latents, about unit variance). Returns {name: x0} with
+        given entries exactly as passed.
         callback(i, x, x0), if given, is called after step i (0 .. len(timesteps(steps)) - 1) with the new state x
         ({name: x_{t_prev}}, the result itself after the last step) and the step's prediction x0 ({name: x0_hat}),
         both with given entries as passed. It must not change them in place; it draws nothing from `generator`, so
@@ -170,7 +170,7 @@ class GaussianDiffusion:
             t_prev = torch.full((b,), ts[i + 1] if i + 1 < len(ts) else -1, device=device, dtype=torch.long)
             out, pred = model_fn(x, t), {}
             for k, v in x.items():
-                x0, eps = self.predict_x0_eps(v, t, out[k], clip=k not in unclipped)
+                x0, eps = self.predict_x0_eps(v, t, out[k], clip=k not in latent)
                 if sampler == "ddim":
                     new = self.ddim_sample(x0, eps, t_prev)
                 else:

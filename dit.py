@@ -9,27 +9,15 @@ unordered and the network is permutation-equivariant over pieces. Outputs: a 32-
 pooled per piece) and the pixels of every piece (used for missing pieces: noised content in, denoised out).
 
     model = DiT(CONFIGS["tiny"])
-    code_out, content_out = model(code, content, t, missing, anchor)   # (B, N, 32), (B, N, 3, P, P)
+    code_out, content_out = model(code, content, t, missing, given)   # (B, N, 32), (B, N, 3, P, P)
 """
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-@dataclass
-class DiTConfig:
-    piece_size: int = 16      # pixels per side of a piece
-    patch_size: int = 8       # ViT patch; a piece is (piece_size / patch_size)^2 tokens
-    in_channels: int = 3
-    code_dim: int = 32         # the paper's 2D positional code
-    hidden: int = 128
-    depth: int = 4
-    heads: int = 4
-    mlp_dim: int = 512
-
+from config import DiTConfig
 
 CONFIGS = {
     "tiny": DiTConfig(patch_size=16, hidden=128, depth=4, heads=4, mlp_dim=512),   # CPU minutes: a token per piece
@@ -173,14 +161,15 @@ class DiT(nn.Module):
         x = x.reshape(b, n, k, k, c, p, p).permute(0, 1, 4, 2, 5, 3, 6)
         return x.reshape(b, n, c, k * p, k * p)
 
-    def forward(self, code, content, t, missing, anchor=None):
+    def forward(self, code, content, t, missing, given=None):
         """
-        code (B, N, code_dim) noisy positional codes; content (B, N, C, P, P); t (B,); missing, anchor (B, N) bool.
+        code (B, N, code_dim) noisy positional codes; content (B, N, C, P, P); t (B,); missing, given (B, N) bool
+        (given: the pieces whose code is told, the anchor: jpdvt.given_codes).
         Returns the predicted codes (B, N, code_dim) and content (B, N, C, P, P). K = tokens per piece.
         """
         b, n = code.shape[:2]
         k = self.tokens_per_side ** 2
-        flags = missing.long() + (2 * anchor.long() if anchor is not None else 0)
+        flags = missing.long() + (2 * given.long() if given is not None else 0)
         piece = self.code_embed(code) + self.flag_embed(flags)                   # (B, N, D)
         x = self.patch_embed(self.patchify(content)).view(b, n, k, -1)           # (B, N, K, D)
         x = (x + self.token_pos + piece[:, :, None]).flatten(1, 2)               # (B, N*K, D)

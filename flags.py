@@ -16,7 +16,7 @@ from dataclasses import fields, replace
 
 from checkpoint import load_checkpoint
 from cli import UserError, loss_weight, positive, positive_float
-from config import TrainConfig
+from config import RunConfig, TrainConfig
 from diffusion import PREDICTIONS
 from paper import PAPER_ONLY
 from puzzles import parse_grid
@@ -32,6 +32,12 @@ def train_config(args):
     return TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
 
 
+def run_config(args):
+    """How this process runs (config.RunConfig), from the run flags."""
+    return RunConfig(out=args.out, device=args.device, workers=args.workers, compile=args.compile, init=args.init,
+                     log_every=args.log_every)
+
+
 def start_run(args, defaults, kind, make_config):
     """
     (config, checkpoint, log lines): a fresh run's config made from the flags by make_config(args) -> (config, settings
@@ -42,6 +48,7 @@ def start_run(args, defaults, kind, make_config):
     if not args.resume:
         args.out = args.out or os.path.join("out", "run")
         config, line = make_config(args)
+        config.run = run_config(args)
         return config, None, [line]
     ckpt = load_checkpoint(args.resume, kind)
     if not ckpt["model"] or not ckpt["opt"]:
@@ -51,6 +58,7 @@ def start_run(args, defaults, kind, make_config):
         args.out = os.path.dirname(os.path.abspath(args.resume))
     given = {k: getattr(args, k) for k in (*defaults, "paper") if getattr(args, k, None) is not None}
     config, notes = resumed(ckpt["config"], given, step=ckpt["step"])
+    config.run = run_config(args)
     return config, ckpt, [f"resuming {args.resume} at step {ckpt['step']}", *notes]
 
 

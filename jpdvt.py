@@ -2,21 +2,31 @@
 The JPDVT method, for images and videos alike: the training objective and the solver.
 
 Paper: "Masked Jigsaw Transformer Diffusion" (Sec. 3.1) and the supplement's "Predicted position encodings". Read
-this file after posenc.py and diffusion.py; the networks are in dit.py and unet3d.py, the per-kind settings and
-metrics in config.py.
+this file after posenc.py and diffusion.py; the networks are in dit.py and unet3d.py, what differs between images
+and videos in kinds.py.
 
 - A puzzle batch is {content (B, N, ...) pieces in shuffled order, true_pos (B, N) the true position of each
   piece, missing (B, N) bool}. Its diffusion state has two parts: "code", the positional code of every piece (the
   row of the position table at its true position), and "content", the pixels (or latents) of the pieces.
-- puzzle_loss (training): the codes of every piece are generated (except an anchored one, whose code is given),
-  the content of missing pieces is generated, given content stays clean; per-part weighted MSE.
+- `given` (B, N) bool marks the pieces whose code the model is told (given_codes: the first piece of an anchored
+  puzzle; all of them in temporal super-resolution). For each part of each piece:
+
+  | piece                 | code: noised, in the loss, put back each step | content: the same   | scored               |
+  | --------------------- | --------------------------------------------- | ------------------- | -------------------- |
+  | given (shuffled)      | yes, yes, no (generated)                      | no, no, yes (clean) | yes                  |
+  | missing               | yes, yes, no (generated)                      | yes, yes, no        | images no, videos yes|
+  | anchored (code given) | no, no, yes (its true code)                   | no, no, yes (clean) | images no, videos yes|
+
+- puzzle_loss (training): per-part weighted MSE over the generated entries (each part's mean over its generated
+  entries in the batch).
 - solve (inference): sample the codes (and missing content), then give each piece the true position whose code
   is nearest to its predicted one (a one-to-one assignment: Hungarian, or greedy as the paper's text describes it,
   piece by piece by L2 distance; the authors' released code uses L1 and, for images, goes position by position).
 
-    model = config.build_network(); diffusion = GaussianDiffusion(1000, config.prediction)
-    losses = puzzle_loss(model, diffusion, batch, table=table, anchored=False, weights={"code": 1.0, "content": 0.1})
-    positions, content = solve(model, diffusion, batch, table=table, opts=SampleOptions(steps=50), anchored=False)
+    model = DiT(config.model); diffusion = GaussianDiffusion(1000, config.prediction)
+    given = given_codes(batch, anchored=False)
+    losses = puzzle_loss(model, diffusion, batch, table=table, given=given, weights={"code": 1.0, "content": 0.1})
+    positions, content = solve(model, diffusion, batch, table=table, opts=SampleOptions(steps=50), given=given)
 """
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -48,17 +58,18 @@ def load(path, device="auto"):
     return Solver.load(path, device=device)
 
 
-def known_codes(batch, anchored):
-    """(B, N) bool: pieces whose true positional code is given to the model (piece 0 when anchored)."""
-    known = torch.zeros_like(batch["missing"])
-    known[:, 0] = anchored
-    return known
+def given_codes(batch, anchored):
+    """(B, N) bool: the pieces whose true positional code is given to the model: piece 0 when `anchored` (images: the
+    first shuffled piece, at a random cell; videos: the first piece in time, which stays first), else none."""
+    given = torch.zeros_like(batch["missing"])
+    given[:, 0] = anchored
+    return given
 
 
-def model_fn(model, missing, known):
-    """Adapt model(code, content, t, missing, known) -> (code, content) to the diffusion's dict interface."""
+def model_fn(model, missing, given):
+    """Adapt model(code, content, t, missing, given) -> (code, content) to the diffusion's dict interface."""
     def fn(xt, t):
-        code, content = model(xt["code"], xt["content"], t, missing, known)
+        code, content = model(xt["code"], xt["content"], t, missing, given)
         return {"code": code, "content": content}
     return fn
 
@@ -67,13 +78,12 @@ def model_fn(model, missing, known):
 # Training objective
 # ----------------------------------------------------------------------------
 
-def puzzle_loss(model, diffusion, batch, table, anchored, weights, t=None):
-    """Diffusion loss of one batch; table (num_positions, D) holds the true code of every position; t: (B,) long
-    diffusion steps (default: one drawn at random per puzzle)."""
-    known = known_codes(batch, anchored)
+def puzzle_loss(model, diffusion, batch, table, given, weights, t=None):
+    """Diffusion loss of one batch; table (num_positions, D) holds the true code of every position; given (B, N): the
+    pieces whose code is told (given_codes); t: (B,) long diffusion steps (default: one at random per puzzle)."""
     x0 = {"code": table[batch["true_pos"]], "content": batch["content"]}      # (B, N, D), (B, N, ...)
-    masks = {"code": ~known, "content": batch["missing"]}                        # what is generated
-    return diffusion.training_losses(model_fn(model, batch["missing"], known), x0, masks, weights=weights, t=t)
+    masks = {"code": ~given, "content": batch["missing"]}                        # what is generated
+    return diffusion.training_losses(model_fn(model, batch["missing"], given), x0, masks, weights=weights, t=t)
 
 
 # ----------------------------------------------------------------------------
@@ -81,38 +91,36 @@ def puzzle_loss(model, diffusion, batch, table, anchored, weights, t=None):
 # ----------------------------------------------------------------------------
 
 @torch.no_grad()
-def code_costs(model, diffusion, batch, table, opts, anchored, known=None, latents=False):
+def code_costs(model, diffusion, batch, table, opts, given, latent=False):
     """
     Sample the codes (and missing content) of a batch: returns (cost (B, N, positions): each piece's distance from
     its sampled code to every true code, the mean over opts.samples samples; content with missing pieces generated,
-    the first sample's). known: (B, N) bool of pieces whose true code is given (default: the anchor); all True
-    generates only the missing content at known positions (temporal super-resolution). latents: the content is
-    autoencoder latents (about unit variance), so its predictions are not clipped to [-1, 1] like codes and pixels are.
+    the first sample's). given (B, N) bool: the pieces whose true code is told (given_codes; all True generates only
+    the missing content at known positions: temporal super-resolution). latent: the content is autoencoder latents
+    (about unit variance), so its predictions are not clipped to [-1, 1] like codes and pixels are.
     opts.callback(i, x, x0): called after every sampling step of the first sample with the state and predicted x0,
     {"code": (B, N, D), "content": (B, N, ...)} (GaussianDiffusion.sample; sample.py --animate draws them); it changes
     no result.
     """
-    known = known_codes(batch, anchored) if known is None else known
     keep = ~batch["missing"]
     content = batch["content"] * keep.view(*keep.shape, *[1] * (batch["content"].dim() - 2))   # missing: zeros
-    given = {"code": table[batch["true_pos"]] * known[..., None], "content": content}        # unknown codes: zeros
-    masks = {"code": ~known, "content": batch["missing"]}
-    fn, b = model_fn(model, batch["missing"], known), len(content)
+    start = {"code": table[batch["true_pos"]] * given[..., None], "content": content}        # untold codes: zeros
+    masks = {"code": ~given, "content": batch["missing"]}
+    fn, b = model_fn(model, batch["missing"], given), len(content)
     cost, generated = 0, None
     for s in range(opts.samples):
-        out = diffusion.sample(fn, given, masks, steps=opts.steps, sampler=opts.sampler, generator=opts.generator,
-                               unclipped=("content",) if latents else (), callback=opts.callback if s == 0 else None)
+        out = diffusion.sample(fn, start, masks, steps=opts.steps, sampler=opts.sampler, generator=opts.generator,
+                               latent=("content",) if latent else (), callback=opts.callback if s == 0 else None)
         cost = cost + torch.cdist(out["code"].float(), table[None].float().expand(b, -1, -1))  # (B, N, positions)
         generated = out["content"] if generated is None else generated
     return cost / opts.samples, generated
 
 
-def solve(model, diffusion, batch, table, opts, anchored, known=None, latents=False):
+def solve(model, diffusion, batch, table, opts, given, latent=False):
     """
     Returns (positions (B, N) int array: predicted position of each piece, content with missing pieces generated):
     code_costs, then a one-to-one assignment of pieces to positions (Hungarian, or the paper's greedy rule). With
     opts.samples = K, the K samples are assigned on their mean distance to each true code (a small ensemble).
     """
-    cost, generated = code_costs(model, diffusion, batch, table=table, opts=opts, anchored=anchored, known=known,
-                                 latents=latents)
+    cost, generated = code_costs(model, diffusion, batch, table=table, opts=opts, given=given, latent=latent)
     return np.stack([assign(c, opts.assign) for c in cost.cpu()]), generated                # (B, N)

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+import kinds
 from animate import DISPLAY, Recorder, enlarge, puzzle_animation, solving_gif
 from cli import UserError
 from pictures import mark_cells, save_png, stack, video_row, write_rows
@@ -43,7 +44,7 @@ def solve_photo(args, solver):
              "missing": torch.from_numpy(miss)[None].to(device)}
     rec = Recorder() if args.animate else None
     pos, generated = solver.solve_batch(batch, callback=rec)
-    acc = puzzle.score(pos, batch)
+    acc = solver.kind.score(pos, batch)
     # the same cut at display resolution: as large as the photo allows, up to DISPLAY px per piece
     k = max(1.0, min(DISPLAY / piece, min(photo.width / grid[1], photo.height / grid[0]) / (piece + gap)))
     big_piece, big_gap = round(piece * k), round(gap * k)
@@ -95,7 +96,7 @@ def order_clip(args, solver):
     batch = {k: v[None].to(solver.device) for k, v in video_item(cut).items()}   # a batch of one
     rec = Recorder() if args.animate else None
     pos, generated = solver.solve_batch(batch, callback=rec)
-    scores = puzzle.score(pos, batch)
+    scores = solver.kind.score(pos, batch)
     gif = write_rows(os.path.join(args.out, f"{stem(args.video)}_solved.gif"),
                      [video_row(batch, pos, solver.pixels(generated), k=0)], ["shuffled", "solved", "original"])
     print(f"predicted positions of the shuffled pieces {pos[0].tolist()} (true {cut['true_pos'].tolist()}): "
@@ -133,13 +134,13 @@ def superres(args, solver):
         full[keep] = low
         content = video_tensor(full)[None]
     else:                                                      # test clips in time order: (B, N, F, C, H, W)
-        test = replace(puzzle, missing=0).puzzles("test", args.seed)
-        items = [test[i] for i in range(min(args.num_puzzles, puzzle.pictured, len(test)))]
+        test = kinds.of(replace(puzzle, missing=0)).puzzles("test", args.seed)
+        items = [test[i] for i in range(min(args.num_puzzles, solver.kind.pictured, len(test)))]
         content = torch.stack([it["content"][torch.argsort(it["true_pos"])] for it in items])
     b = content.shape[0]
     batch = {"content": content.to(device), "true_pos": torch.arange(pieces, device=device).expand(b, -1),
              "missing": torch.from_numpy(~keep).to(device).expand(b, -1)}
-    _, generated = solver.solve_batch(batch, known=torch.ones_like(batch["missing"]))
+    _, generated = solver.solve_batch(batch, given=torch.ones_like(batch["missing"]))
     generated = solver.pixels(generated)
     rows = [video_row(batch, np.arange(pieces)[None].repeat(b, 0), generated, k=i) for i in range(b)]
     if args.video:                                             # no ground truth for the user's clip

@@ -31,12 +31,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+import kinds
 from animate import Recorder, puzzle_animation
 from checkpoint import load_checkpoint, save_checkpoint
 from cli import UserError, positive, resolve_device, run_cli
 from confidence import evidence, fit, reliability
 from diffusion import SAMPLERS
-from jpdvt import SampleOptions, known_codes
+from jpdvt import SampleOptions, given_codes
 from metrics import ASSIGNERS, assign
 from own import order_clip, solve_photo, solve_pieces, superres
 from puzzles import (
@@ -64,14 +65,14 @@ def score_test_set(args, solver):
     (the mean over passes, which weigh the same, and each pass's figures) and examples.png (images) or examples.gif
     (videos) of the first pass; --animate: solving.gif of the first puzzle.
     """
-    puzzle = solver.config.puzzle
-    seen, note = split_seen(solver.data, lambda s: puzzle.puzzles(s, 0).files, split=args.split,
+    puzzle, kind = solver.config.puzzle, solver.kind
+    seen, note = split_seen(solver.data, lambda s: kind.puzzles(s, 0).files, split=args.split,
                             where=(args.ckpt, puzzle.data_dir))
     if note:
         print(note)
     passes, rows, seconds, animation, found = [], [], 0.0, None, []
     for r in range(args.repeats):
-        test = puzzle.puzzles(args.split, args.seed + r)
+        test = kind.puzzles(args.split, args.seed + r)
         num = min(args.num_puzzles, len(test))
         if r == 0 and num < args.num_puzzles:
             print(f"note: the {args.split} split holds only {len(test)} puzzles; solving {num}")
@@ -87,7 +88,7 @@ def score_test_set(args, solver):
             pos = np.stack([assign(c, args.assign) for c in cost.cpu()])
             seconds += time.time() - t
             if args.calibrate or solver.calibration:          # the confidence's evidence: one more network call
-                counted = ~known_codes(batch, puzzle.anchor) & (~batch["missing"] if puzzle.kind == "image" else True)
+                counted = ~given_codes(batch, kind.anchored) & (~batch["missing"] if puzzle.kind == "image" else True)
                 found.append(evidence(solver.mean_costs(batch).cpu().numpy(), pos, batch["true_pos"].cpu().numpy(),
                                       counted.cpu().numpy()))
             if rec:
@@ -95,20 +96,20 @@ def score_test_set(args, solver):
                                            positions=pos)
             positions.append(pos)
             truth.append({k: batch[k].cpu() for k in ("true_pos", "missing")})
-            shown = min(puzzle.pictured - len(rows), len(pos))
+            shown = min(kind.pictured - len(rows), len(pos))
             if shown > 0:
                 content = solver.pixels(content[:shown])
-                rows += [puzzle.picture(batch, pos, content, k) for k in range(shown)]
+                rows += [kind.picture(batch, pos, content, k) for k in range(shown)]
         truth = {k: torch.cat([t[k] for t in truth]) for k in ("true_pos", "missing")}
-        passes.append(puzzle.score(np.concatenate(positions), truth))
+        passes.append(kind.score(np.concatenate(positions), truth))
     metrics = {**{k: float(np.mean([p[k] for p in passes])) for k in passes[0]},
-               "counted": puzzle.counted, "num_puzzles": num, "sec_per_puzzle": seconds / (num * args.repeats),
+               "counted": kind.counted, "num_puzzles": num, "sec_per_puzzle": seconds / (num * args.repeats),
                "dataset": puzzle.dataset, "split": args.split, "missing": puzzle.missing, "sampler": args.sampler,
                "steps": args.steps, "samples": args.samples, "assign": args.assign, "seed": args.seed,
                "repeats": args.repeats, "ckpt": args.ckpt, "train_step": solver.step, "split_seen": seen}
     if args.repeats > 1:
         metrics["passes"] = passes
-    metrics.update({k: getattr(puzzle, k) for k in puzzle.reported})
+    metrics.update({k: getattr(puzzle, k) for k in kind.reported})
     found = [np.concatenate(part) for part in zip(*found)]   # piece margins, correct; puzzle margins, correct
     if args.calibrate:
         metrics["calibration"] = calibrate(args, found)
@@ -117,11 +118,11 @@ def score_test_set(args, solver):
                                  for part, m, ok in (("piece", *found[:2]), ("puzzle", *found[2:]))}
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
-    picture, shown = puzzle.save_pictures(args.out, rows)
-    summary = puzzle.summary(metrics)
+    picture, shown = kind.save_pictures(args.out, rows)
+    summary = kind.summary(metrics)
     if args.repeats > 1:
-        summary += f" (mean of {args.repeats} passes; {puzzle.solved} of each: " + \
-            " ".join(f"{p[puzzle.solved]:.3f}" for p in passes) + ")"
+        summary += f" (mean of {args.repeats} passes; {kind.solved} of each: " + \
+            " ".join(f"{p[kind.solved]:.3f}" for p in passes) + ")"
     ensemble = f" x{args.samples} samples" if args.samples > 1 else ""
     unseen = "" if not seen else f" (NOT held out: the model trained on this {args.split} split)"
     print(f"{num} puzzles ({args.sampler}-{args.steps}{ensemble}, {args.assign}): {summary}, "
@@ -155,9 +156,9 @@ def test_settings(args, puzzle):
     run's, for its own dataset), --missing (default: the checkpoint's; 0 for --image and --video), --frame-stride
     (videos)."""
     dataset = args.dataset or puzzle.dataset
-    if dataset not in puzzle.datasets:
+    if dataset not in kinds.of(puzzle).datasets:
         raise UserError(f"--dataset {dataset} does not fit this {puzzle.kind} checkpoint; use one of "
-                        f"{', '.join(puzzle.datasets)}")
+                        f"{', '.join(kinds.of(puzzle).datasets)}")
     own_dir = None
     if dataset == puzzle.dataset and puzzle.data_dir and not args.data_dir:
         own_dir = data_folder(puzzle.data_dir, args.ckpt)
@@ -198,8 +199,8 @@ def main(args):
     if args.out is None:
         args.out = os.path.join(os.path.dirname(os.path.abspath(args.ckpt)), "samples")
     for flag in ("image", "video", "pieces", "frames", "superres"):
-        if getattr(args, flag) and flag not in config.puzzle.inputs:
-            *first, last = [f"--{f}" for f in config.puzzle.inputs]
+        if getattr(args, flag) and flag not in kinds.of(config).inputs:
+            *first, last = [f"--{f}" for f in kinds.of(config).inputs]
             raise UserError(f"--{flag} does not apply to {args.ckpt}, {'an' if config.kind == 'image' else 'a'} "
                             f"{config.kind} model; its inputs are {', '.join(first)} and {last}")
     trained = config.puzzle

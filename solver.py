@@ -18,12 +18,13 @@ import numpy as np
 import torch
 from PIL import Image
 
+import kinds
 from animate import DISPLAY, enlarge
 from checkpoint import load_checkpoint
 from cli import UserError, resolve_device
 from confidence import margins, probability
 from diffusion import GaussianDiffusion
-from jpdvt import SampleOptions, code_costs
+from jpdvt import SampleOptions, code_costs, given_codes
 from metrics import assign
 from pictures import assemble, mark_cells
 from posenc import grid_table
@@ -58,12 +59,13 @@ class Solver:
             torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
         self.data = ckpt.get("data")                              # the training files' record (sources.split_seen)
         self.calibration = ckpt.get("calibration")                # confidence.fit tables, fitted on val
-        self.codec = load_codec(config.puzzle.vae) if config.puzzle.vae else None
-        self.model = config.build_network()
+        self.kind = kinds.of(config)
+        self.codec = load_codec(self.kind.vae) if self.kind.vae else None
+        self.model = self.kind.network(config.model)
         self.model.load_state_dict(ckpt["ema"])
         self.model.to(device).eval()
         self.diffusion = GaussianDiffusion(1000, config.prediction)
-        self.table = config.puzzle.table().to(device)
+        self.table = self.kind.table().to(device)
 
     @classmethod
     def load(cls, path, device="auto", opts=None, precision="auto"):
@@ -72,27 +74,28 @@ class Solver:
         opts = opts or SampleOptions(generator=torch.Generator(device).manual_seed(0))
         return cls(ckpt["config"], ckpt, device=device, precision=precision, opts=opts)
 
-    def costs(self, batch, known=None, callback=None, table=None, opts=None):
+    def costs(self, batch, given=None, callback=None, table=None, opts=None):
         """(cost (B, N, positions), content with missing pieces generated) of a batch of pixel puzzles
-        (jpdvt.code_costs; latents for a latent model: see pixels()). callback: called after every sampling step;
-        table: the true codes of another grid than the model's; opts: other sampling options than the solver's."""
+        (jpdvt.code_costs; latents for a latent model: see pixels()). given: the pieces whose code is told (default:
+        the anchor, if the model has one); callback: called after every sampling step; table: the true codes of
+        another grid than the model's; opts: other sampling options than the solver's."""
+        given = given_codes(batch, self.kind.anchored) if given is None else given
         if self.codec:
             batch = self.codec.encode_batch(batch)
         opts = replace(opts or self.opts, callback=callback)
         with autocast(self.device, self.precision):
             return code_costs(self.model, self.diffusion, batch, table=self.table if table is None else table,
-                              opts=opts, anchored=self.config.puzzle.anchor, known=known,
-                              latents=self.codec is not None)
+                              opts=opts, given=given, latent=self.codec is not None)
 
-    def mean_costs(self, batch, known=None, table=None):
+    def mean_costs(self, batch, given=None, table=None):
         """The costs of the one-call posterior-mean estimate of the codes (steps 1, with its own noise, so the solve's
         stays as it was): the evidence of the confidence (confidence.py)."""
         opts = SampleOptions(steps=1, sampler="ddim", generator=torch.Generator(self.device).manual_seed(0))
-        return self.costs(batch, known=known, table=table, opts=opts)[0]
+        return self.costs(batch, given=given, table=table, opts=opts)[0]
 
-    def solve_batch(self, batch, known=None, callback=None):
+    def solve_batch(self, batch, given=None, callback=None):
         """(positions (B, N), content): the one-to-one assignment of costs() (jpdvt.solve)."""
-        cost, content = self.costs(batch, known=known, callback=callback)
+        cost, content = self.costs(batch, given=given, callback=callback)
         return np.stack([assign(c, self.opts.assign) for c in cost.cpu()]), content
 
     def pixels(self, content):
@@ -124,9 +127,9 @@ class Solver:
         cells = grid[0] * grid[1]
         if not 1 <= n <= cells:
             raise UserError(f"{n} pieces do not fit a {grid[0]}x{grid[1]} grid; pass --grid with at least {n} cells")
-        if pins and not puzzle.anchor:
+        if pins and not self.kind.anchored:
             raise UserError("this model was trained without --anchor, so it cannot use a pinned piece; drop --pin")
-        if puzzle.anchor and not pins:
+        if self.kind.anchored and not pins:
             raise UserError("this model was trained with --anchor: pin one piece whose place you know (--pin)")
         images = [as_image(p, name) for name, p in zip(names, pieces)]
         content = np.zeros((cells, side, side, 3), np.float32)
@@ -137,10 +140,10 @@ class Solver:
         batch = {"content": torch.from_numpy(content).permute(0, 3, 1, 2)[None] * 2 - 1,
                  "true_pos": torch.from_numpy(true_pos)[None], "missing": torch.from_numpy(np.arange(cells) >= n)[None]}
         batch = {k: v.to(self.device) for k, v in batch.items()}
-        known_, table = torch.from_numpy(known)[None].to(self.device), grid_table(*grid).to(self.device)
-        cost, generated = self.costs(batch, known=known_, callback=callback, table=table)
+        told, table = torch.from_numpy(known)[None].to(self.device), grid_table(*grid).to(self.device)
+        cost, generated = self.costs(batch, given=told, callback=callback, table=table)
         pos = assign(cost[0].float().cpu().numpy(), self.opts.assign)
-        margin = margins(self.mean_costs(batch, known=known_, table=table).cpu().numpy(), pos[None])[0][:n]
+        margin = margins(self.mean_costs(batch, given=told, table=table).cpu().numpy(), pos[None])[0][:n]
         margin[known[:n]] = np.inf                                 # pinned: told, not found
         free = margin[~known[:n]]
         whole = self.confidence(free.min(), part="puzzle") if len(free) else 1.0

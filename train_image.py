@@ -16,6 +16,7 @@ exactly. The flags become a config.Config (puzzle, model, train), stored in the 
 import argparse
 from dataclasses import asdict, replace
 
+import kinds
 from cli import UserError, positive, run_cli
 from config import Config, ImageConfig, TrainConfig
 from dit import CONFIGS
@@ -79,7 +80,7 @@ def make_config(args):
         if sources["max_steps"] == "flag":                          # --max-steps overrides the paper's epochs
             del sources["epochs"]
         else:                                                       # epochs of the training split, global batch
-            files = len(puzzle.puzzles("train", args.seed).files or ())
+            files = len(kinds.of(puzzle).puzzles("train", args.seed).files or ())
             if not files:
                 raise UserError(f"--epochs needs a folder of images (--dataset {args.dataset} has no files); use "
                                 "--max-steps")
@@ -95,9 +96,10 @@ def main(args):
     config, ckpt, notes = start_run(args, {"dataset": None, "data_dir": None, **SCRIPT_DEFAULTS}, kind="image",
                                     make_config=make_config)
     seed = config.train.seed
-    held_out = config.puzzle.puzzles("val", seed)                # model selection: never the test split
+    kind = kinds.of(config)
+    held_out = kind.puzzles("val", seed)                         # model selection: never the test split
     eval_batch = collate([held_out[i] for i in range(min(config.train.eval_puzzles, len(held_out)))])
-    train(config, config.puzzle.puzzles("train", seed), eval_batch, args=args, ckpt=ckpt, notes=notes)
+    train(config, kind.puzzles("train", seed), eval_batch, ckpt=ckpt, notes=notes)
 
 
 def get_parser():

@@ -22,6 +22,7 @@ exactly. Solve test puzzles, order your own clip or raise a video's frame rate w
 import argparse
 from dataclasses import asdict, replace
 
+import kinds
 from cli import UserError, run_cli
 from config import Config, TrainConfig, VideoConfig
 from flags import add_train_flags, start_run, train_config
@@ -83,12 +84,13 @@ def make_config(args):
 def main(args):
     config, ckpt, notes = start_run(args, {"dataset": None, "data_dir": None, **SCRIPT_DEFAULTS}, kind="video",
                                     make_config=make_config)
-    codec = load_codec(config.puzzle.vae) if config.puzzle.vae else None
+    kind = kinds.of(config)
+    codec = load_codec(kind.vae) if kind.vae else None
     seed = config.train.seed
-    train_set = config.puzzle.puzzles("train", seed)
-    held_out = config.puzzle.puzzles("val", seed)                # model selection: never the test split
+    train_set = kind.puzzles("train", seed)
+    held_out = kind.puzzles("val", seed)                # model selection: never the test split
     eval_batch = collate([held_out[i] for i in range(min(config.train.eval_puzzles, len(held_out)))])
-    train(config, train_set, eval_batch, args=args, ckpt=ckpt, encode=codec.encode_batch if codec else None,
+    train(config, train_set, eval_batch, ckpt=ckpt, encode=codec.encode_batch if codec else None,
           notes=notes)
 
 

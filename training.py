@@ -12,7 +12,7 @@ weights (used for sampling) -> log, a periodic held-out check, a periodic checkp
   StepBatches) and the noise of step s is seeded by (seed, s, rank), so a resumed run reaches the same weights as an
   uninterrupted one.
 
-    train(config, train_set, eval_batch, args)      # args: --out, --device, --workers, --compile, --init, --log-every
+    train(config, train_set, eval_batch)      # config.run: out, device, workers, compile, init, log_every
 """
 import contextlib
 import copy
@@ -25,10 +25,11 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
+import kinds
 from checkpoint import load_checkpoint, save_checkpoint
 from cli import UserError, resolve_device
 from diffusion import GaussianDiffusion
-from jpdvt import SampleOptions, puzzle_loss, solve
+from jpdvt import SampleOptions, given_codes, puzzle_loss, solve
 from puzzles import to_device
 from sources import fingerprint
 
@@ -42,45 +43,48 @@ SCHEDULES = {"constant": "constant after the warm-up (the paper states no schedu
 # The loop
 # ----------------------------------------------------------------------------
 
-def train(config, train_set, eval_batch, args, ckpt=None, encode=None, notes=()):
+def train(config, train_set, eval_batch, ckpt=None, encode=None, notes=()):
     """
     Train config's network on `train_set` (a map-style dataset indexed by stream position) from scratch, from
     --init's weights or from `ckpt` (--resume); score its EMA on the fixed held-out `eval_batch`. encode(batch)
     -> batch runs on the device before the loss and the check (frames -> autoencoder latents). `notes`: the first
-    lines of the log (start_run's settings and their sources, or what a resume changed).
+    lines of the log (start_run's settings and their sources, or what a resume changed). How this process runs
+    (output folder, device, workers, torch.compile, --init, log interval) is config.run.
     """
-    tc = config.train
-    rank, world, device = setup_distributed(args.device)
+    tc, run = config.train, config.run
+    rank, world, device = setup_distributed(run.device)
     if tc.batch_size % world:
         raise UserError(f"--batch-size {tc.batch_size} is the global batch and must split evenly over the {world} "
                         f"processes; use a multiple of {world}")
     if tc.precision == "fp16" and device.type != "cuda":
         raise UserError("--precision fp16 needs a CUDA device (its gradient scaler is CUDA only); use fp32 or bf16")
     torch.manual_seed(tc.seed)                        # initial weights: the same on every rank and every rerun
-    model = config.build_network().to(device)
+    kind = kinds.of(config)
+    model = kind.network(config.model).to(device)
     ema = copy.deepcopy(model).eval().requires_grad_(False)
     opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=0.0, fused=device.type == "cuda")
     scaler = torch.amp.GradScaler(enabled=tc.precision == "fp16" and device.type == "cuda")
-    step, before = resume_or_init(ckpt, args.init, config, objects=(model, ema, opt, scaler))
-    net = prepare_model(model, device, world=world, compile_=args.compile)
-    diffusion, table = GaussianDiffusion(1000, config.prediction), config.puzzle.table().to(device)
+    step, before = resume_or_init(ckpt, run.init, config, objects=(model, ema, opt, scaler))
+    net = prepare_model(model, device, world=world, compile_=run.compile)
+    diffusion, table = GaussianDiffusion(1000, config.prediction), kind.table().to(device)
     weights = {"code": tc.weight_code, "content": tc.weight_content}
     encode = encode or (lambda batch: batch)
     data = training_files(train_set, config.puzzle.data_dir, before)
     eval_batch = encode(to_device(eval_batch, device))
-    log = Log(args.out, (rank, world), step=step, every=args.log_every, max_steps=tc.max_steps)
+    log = Log(run.out, (rank, world), step=step, every=run.log_every, max_steps=tc.max_steps)
     for line in notes:
         log.write(line)
     log.write(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {world} process(es) on "
               f"{device} ({tc.batch_size // world} puzzles each a step), step {step} -> {tc.max_steps}", file=False)
-    for batch in batches(train_set, tc, step, ranks=(rank, world), workers=args.workers, pin=device.type == "cuda"):
+    for batch in batches(train_set, tc, step, ranks=(rank, world), workers=run.workers, pin=device.type == "cuda"):
         torch.manual_seed(tc.seed * 1_000_003 + step * world + rank)   # noise of this step: exact on resume
         batch = encode(to_device(batch, device))
         lr = learning_rate(tc, step)
         for group in opt.param_groups:
             group["lr"] = lr
         with autocast(device, tc.precision):
-            losses = puzzle_loss(net, diffusion, batch, table=table, anchored=config.puzzle.anchor, weights=weights)
+            given = given_codes(batch, kind.anchored)              # the anchor's code is told, never generated
+            losses = puzzle_loss(net, diffusion, batch, table=table, given=given, weights=weights)
         opt.zero_grad(set_to_none=True)
         scaler.scale(losses["loss"]).backward()
         scaler.unscale_(opt)
@@ -115,9 +119,10 @@ def held_out_check(ema, diffusion, batch, config, device):
     """The EMA model on the held-out batch: DDIM (deterministic, so that successive checks compare), noise seed 0."""
     noise = torch.Generator(device).manual_seed(0)
     opts = SampleOptions(steps=config.train.eval_steps, sampler="ddim", generator=noise)
-    positions, _ = solve(ema, diffusion, batch, table=config.puzzle.table().to(device), opts=opts,
-                         anchored=config.puzzle.anchor, latents=config.puzzle.vae is not None)
-    metrics = config.puzzle.score(positions, batch)
+    kind = kinds.of(config)
+    positions, _ = solve(ema, diffusion, batch, table=kind.table().to(device), opts=opts,
+                         given=given_codes(batch, kind.anchored), latent=kind.vae is not None)
+    metrics = kind.score(positions, batch)
     return metrics, " ".join(f"{k} {v:.4f}" for k, v in metrics.items())
 
 

@@ -26,39 +26,19 @@ Both heads are zero-initialised, so an untrained model outputs zeros. For CPU-si
 like the paper's latent models (the paper config works on 32x32x4 latents with patch_size 1).
 
     model = UNet3D(CONFIGS["tiny"])
-    code_out, content_out = model(code, content, t, missing, anchor)
-    # code (B, N, 16), content (B, N, F, C, H, W), t (B,) long, missing, anchor (B, N) bool (anchor may be None)
+    code_out, content_out = model(code, content, t, missing, given)
+    # code (B, N, 16), content (B, N, F, C, H, W), t (B,) long, missing, given (B, N) bool (given: the pieces
+    # whose code is told, the anchor; may be None)
     #  -> (B, N, 16), (B, N, F, C, H, W): eps or x0, whichever the diffusion is trained to predict
 """
-from dataclasses import dataclass
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from config import UNetConfig
 from dit import Attention, DiTBlock, TimestepEmbedder
 
 # ----------------------------------------------------------------------------- config
-
-@dataclass
-class UNetConfig:
-    channels: tuple = (64, 128, 256, 512)  # width of each resolution level; H, W halve between levels
-    layers_per_block: int = 3              # P-3D resnet layers per level (down and up) in the U-Net
-    attn_levels: tuple = (0, 1, 2, 3)      # levels (0 = full resolution) with 2D+1D attention; mid always has it
-    heads: int = 8
-    head_dim: int = 64
-    in_channels: int = 4                   # frame channels: 1 digits, 3 RGB, 4 VAE latents
-    frames_per_piece: int = 1
-    code_dim: int = 16                      # size of the 1D positional code (posenc.sequence_table)
-    code_channels: int = 4                  # channels of the positional-code map concatenated to every frame
-    patch_size: int = 1                    # >1: space-to-depth stem (p x p pixels -> p*p channels) and back
-    norm_groups: int = 32                  # GroupNorm groups (must divide every width)
-    head_hidden: int = 128                 # width of the transformer over pieces that reads out positional codes
-    head_depth: int = 3
-    head_heads: int = 4
-    layout_channels: int = 8               # the positional head reads, of a piece's first and last frames, the
-    layout_pool: int = 8                   # U-Net features reduced to layout_channels and pooled to this side,
-    pixel_pool: int = 16                   # and the frame's pixels pooled to this side
 
 CONFIGS = {
     # Paper table: 64/128/256/512 wide, feature maps 32/16/8/4 on 32x32x4 latents, 3 P-3D layers, 8 x 64 heads.
@@ -182,7 +162,7 @@ class UNet3D(nn.Module):
         self.levels = len(ch)
         emb_dim = 4 * ch[0]
 
-        # conditioning: timestep, missing and anchor flags, frame index inside a piece -> one vector per frame
+        # conditioning: timestep, missing and code-given (anchor) flags, frame index in a piece -> a vector per frame
         self.t_embed = TimestepEmbedder(emb_dim, freq_dim=ch[0])
         self.missing_embed = nn.Embedding(2, emb_dim)
         self.anchor_embed = nn.Embedding(2, emb_dim)
@@ -244,7 +224,7 @@ class UNet3D(nn.Module):
             nn.init.zeros_(layer.weight)
             nn.init.zeros_(layer.bias)
 
-    def forward(self, code, content, t, missing, anchor=None):
+    def forward(self, code, content, t, missing, given=None):
         cfg = self.config
         b, n, f, c, h, w = content.shape
         factor = cfg.patch_size * 2 ** (self.levels - 1)
@@ -257,13 +237,13 @@ class UNet3D(nn.Module):
         frames = n * f
 
         # ---- per-frame conditioning vector
-        if anchor is None:
-            anchor = torch.zeros_like(missing)
+        if given is None:
+            given = torch.zeros_like(missing)
         temb = self.t_embed(t)                                                  # (B, D)
         emb = (temb[:, None]                                                    # (B, 1, D)
                + self.code_embed(code)
                + self.missing_embed(missing.long())
-               + self.anchor_embed(anchor.long()))                              # (B, N, D) piece embedding
+               + self.anchor_embed(given.long()))                              # (B, N, D) piece embedding
         frame_emb = (emb[:, :, None] + self.frame_embed).reshape(b * frames, -1)  # b n f d -> (b n f) d
 
         # ---- input: frames + positional-code map

@@ -10,9 +10,10 @@ jpdvt.py (README, "How to read this code").
 """
 import torch
 
+import kinds
 from checkpoint import load_checkpoint
 from diffusion import GaussianDiffusion
-from jpdvt import SampleOptions, model_fn, puzzle_loss, solve
+from jpdvt import SampleOptions, given_codes, model_fn, puzzle_loss, solve
 from metrics import assign
 
 
@@ -24,18 +25,19 @@ def main(ckpt_path="checkpoints/image-shapes-3x3.pt"):
     torch.manual_seed(0)                                        # the training noise below: the same every run
     ckpt = load_checkpoint(ckpt_path)
     config = ckpt["config"]
-    model = config.build_network().eval()
+    kind = kinds.of(config)                                     # images: kinds.Images (what differs from videos)
+    model = kind.network(config.model).eval()
     model.load_state_dict(ckpt["ema"])                          # the EMA weights are the ones to sample with
     diffusion = GaussianDiffusion(1000, config.prediction)      # linear betas, T = 1000
 
     print("1. A puzzle (puzzles.py): a built-in picture cut into a 3x3 grid, the pieces shuffled")
-    batch = {k: v[None] for k, v in config.puzzle.puzzles("test", seed=0)[0].items()}   # a batch of one
+    batch = {k: v[None] for k, v in kind.puzzles("test", seed=0)[0].items()}   # a batch of one
     show("content", batch["content"], "(B, N, C, P, P): 9 shuffled pieces of 16x16 RGB pixels in [-1, 1]")
     show("true_pos", batch["true_pos"], f"(B, N): the cell each piece came from {batch['true_pos'][0].tolist()}")
     show("missing", batch["missing"], "(B, N): pieces whose content is missing (none here)")
 
     print("2. The codes the model generates (posenc.py): a 2D sinusoidal code per grid cell")
-    table = config.puzzle.table()
+    table = kind.table()
     show("table", table, "(cells, 32): row r*3+c = [sin/cos code of column c, of row r]")
     x0 = table[batch["true_pos"]]
     show("x0", x0, "(B, N, 32): the code of each piece's true cell, the clean target")
@@ -48,8 +50,8 @@ def main(ckpt_path="checkpoints/image-shapes-3x3.pt"):
     with torch.no_grad():
         pred, _ = model(xt, batch["content"], t, batch["missing"])
         torch.manual_seed(0)                                    # the same t and noise: the code part is this MSE
-        loss = puzzle_loss(model, diffusion, batch, table=table, anchored=False, weights={"code": 1.0, "content": 0.1},
-                           t=t)
+        loss = puzzle_loss(model, diffusion, batch, table=table, given=given_codes(batch, anchored=False),
+                           weights={"code": 1.0, "content": 0.1}, t=t)
     show("prediction", pred, f"(B, N, 32): the network's x0 estimate; MSE {((pred - x0) ** 2).mean():.2e} at this t")
     print(f"  loss at t = {t.item()}: {loss['loss'].item():.2e} = 1.0 x code part {loss['code'].item():.2e}"
           f" + 0.1 x content part {loss['content'].item():.0f} (no missing piece)")
@@ -66,10 +68,10 @@ def main(ckpt_path="checkpoints/image-shapes-3x3.pt"):
     positions = assign(dist[0], "hungarian")
     print(f"  positions     {str(positions.shape):<16} one distinct cell per piece (Hungarian) {positions.tolist()}")
     opts = SampleOptions(steps=50, sampler="ddpm", generator=torch.Generator().manual_seed(0))
-    again, _ = solve(model, diffusion, batch, table=table, opts=opts, anchored=False)
+    again, _ = solve(model, diffusion, batch, table=table, opts=opts, given=given_codes(batch, anchored=False))
     assert (again[0] == positions).all()                        # solve() is exactly step 4's lines
-    metrics = config.puzzle.score(positions[None], batch)
-    print(f"5. Scoring (config.py): {metrics['piece_acc']:.0%} of the pieces in place, puzzle "
+    metrics = kind.score(positions[None], batch)
+    print(f"5. Scoring (kinds.py): {metrics['piece_acc']:.0%} of the pieces in place, puzzle "
           f"{'solved' if metrics['puzzle_acc'] == 1 else 'not solved'}")
     return metrics
 

@@ -28,6 +28,8 @@ import time
 import numpy as np
 from tqdm import tqdm
 
+import kinds
+
 # `python -m bench` from the repository root puts the root on sys.path: the root modules (puzzles, metrics, ...)
 # are imported by their plain names
 from bench.recipes import (
@@ -144,7 +146,7 @@ def image_baselines(dataset, data_dir, grid, piece, gap, missing, repeats, num):
     rng = np.random.default_rng(0)
     preds, true, given = {name: [] for name in ["random", *IMAGE_SOLVERS]}, [], []
     for seed in range(1, repeats + 1):
-        test = ImageConfig(dataset, data_dir, grid, piece, gap, missing).puzzles("test", seed)
+        test = kinds.of(ImageConfig(dataset, data_dir, grid, piece, gap, missing)).puzzles("test", seed)
         count = min(num, len(test))
         for i in tqdm(range(count), desc=f"baselines {dataset} {grid[0]}x{grid[1]} (seed {seed})"):
             it = test[i]
@@ -170,7 +172,7 @@ def video_baselines(dataset, data_dir, pieces, fpp, size, num):
     """Random order and nearest-neighbour frame chaining on the same test clips."""
     from bench.baselines import chain_video, random_positions
     from metrics import kendall_distance
-    test = VideoConfig(dataset, data_dir, pieces, fpp, size).puzzles("test", seed=1)
+    test = kinds.of(VideoConfig(dataset, data_dir, pieces, fpp, size)).puzzles("test", seed=1)
     rng = np.random.default_rng(0)
     preds, true = {"random": [], "nearest-neighbour chaining": []}, []
     for i in tqdm(range(num), desc=f"baselines {dataset} {pieces}x{fpp}"):
@@ -250,20 +252,21 @@ def evidence_auroc(name, split="val", passes=1):
     both at the DDPM-50 assignment; AUROC over the counted pieces of `passes` passes of 200 puzzles (seed 1 + r)."""
     import torch
 
+    import kinds
     from confidence import margins
-    from jpdvt import known_codes
+    from jpdvt import given_codes
     from metrics import assign
     from puzzles import collate
     from solver import Solver
     solver, score = Solver.load(SHIPPED[name], device="cpu"), {"sampled": [], "mean": [], "ok": []}
     puzzle = solver.config.puzzle
     for r in range(passes):
-        test = puzzle.puzzles(split, 1 + r)
+        test = kinds.of(puzzle).puzzles(split, 1 + r)
         batch = collate([test[i] for i in range(min(int(TEST_PUZZLES), len(test)))])
         solver.opts.generator.manual_seed(1 + r)
         cost = solver.costs(batch)[0].numpy()
         pos = np.stack([assign(c) for c in cost])
-        counted = (~known_codes(batch, puzzle.anchor) & ~batch["missing"]).numpy()
+        counted = (~given_codes(batch, kinds.of(puzzle).anchored) & ~batch["missing"]).numpy()
         score["sampled"].append(margins(cost, pos)[counted])
         score["mean"].append(margins(solver.mean_costs(batch).numpy(), pos)[counted])
         score["ok"].append((pos == batch["true_pos"].numpy())[counted])

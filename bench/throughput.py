@@ -16,10 +16,11 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+import kinds
 from config import ImageConfig, VideoConfig
 from diffusion import GaussianDiffusion
 from dit import CONFIGS as DIT_CONFIGS
-from jpdvt import SampleOptions, puzzle_loss, solve
+from jpdvt import SampleOptions, given_codes, puzzle_loss, solve
 from puzzles import collate, to_device
 from training import autocast
 from unet3d import CONFIGS as UNET_CONFIGS
@@ -65,19 +66,21 @@ def measure(device, steps=10):
         return time.time() - t
 
     for name, net_cfg, puzzle, batch in settings(gpu):
-        data = puzzle.puzzles("train", 0)
+        kind = kinds.of(puzzle)
+        data = kind.puzzles("train", 0)
         b = to_device(collate([data[i] for i in range(batch)]), device)
-        table, diffusion = puzzle.table().to(device), GaussianDiffusion(1000, "x0")
+        table, diffusion = kind.table().to(device), GaussianDiffusion(1000, "x0")
+        given = given_codes(b, kind.anchored)
         flops = None
         for precision, compiled in PRECISIONS:
             torch.manual_seed(0)
-            model = puzzle.network(net_cfg).to(device)
+            model = kind.network(net_cfg).to(device)
             net = torch.compile(model) if compiled else model
             opt = torch.optim.AdamW(model.parameters(), fused=gpu)
 
             def train_step():
                 with autocast(device, precision):
-                    loss = puzzle_loss(net, diffusion, b, table=table, anchored=puzzle.anchor, weights=None)["loss"]
+                    loss = puzzle_loss(net, diffusion, b, table=table, given=given, weights=None)["loss"]
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
@@ -94,6 +97,6 @@ def measure(device, steps=10):
             if precision == "fp32":
                 opts = SampleOptions(steps=50, sampler="ddim")
                 m["puzzles_per_s_ddim50"] = batch / timed(lambda: solve(model.eval(), diffusion, b, table=table,
-                                                                        opts=opts, anchored=puzzle.anchor))
+                                                                        opts=opts, given=given))
             rows[f"throughput {name} {precision}{' compile' if compiled else ''}"] = m
     return rows

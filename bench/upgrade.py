@@ -11,7 +11,7 @@ from dataclasses import asdict, fields
 import torch
 
 from checkpoint import load_checkpoint, save_checkpoint
-from config import KINDS, TrainConfig
+from config import MODELS, TrainConfig
 
 # old state-dict key prefixes -> new ones (DiT, then the video U-Net)
 RENAMES = [("pos_embed.", "code_embed."), ("final.pos.", "final.code."), ("pos_mlp.", "code_map."),
@@ -31,7 +31,7 @@ def rename(state):
 
 def convert_config(old):
     args = old["args"]
-    model = asdict(KINDS[old["kind"]].model_config())         # fields added since the checkpoint: their defaults
+    model = asdict(MODELS[old["kind"]]())         # fields added since the checkpoint: their defaults
     renamed = {"pos_dim": "code_dim", "pos_channels": "code_channels"}
     model.update({renamed.get(k, k): v for k, v in old["model"].items()})
     args = {**args, "weight_code": args["weight_pos"]}

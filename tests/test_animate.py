@@ -9,11 +9,12 @@ import torch
 from conftest import DIGITS_CKPT, SHAPES_CKPT, sample_run
 from PIL import Image
 
+import kinds
 from animate import HEADER, HOLD_MS, soft_cells
 from checkpoint import load_checkpoint
 from cli import UserError
 from diffusion import GaussianDiffusion
-from jpdvt import SampleOptions, solve
+from jpdvt import SampleOptions, given_codes, solve
 from pictures import save_codes_picture
 from posenc import grid_table
 from puzzles import collate
@@ -93,15 +94,16 @@ def test_callback_sees_every_step_and_changes_no_result():
     same positions and content as without it (it draws nothing from the generator)."""
     ckpt = load_checkpoint(SHAPES_CKPT)
     config = ckpt["config"]
-    model = config.build_network().eval()
+    model = kinds.of(config).network(config.model).eval()
     model.load_state_dict(ckpt["ema"])
-    diffusion, table = GaussianDiffusion(1000, config.prediction), config.puzzle.table()
-    test = replace(config.puzzle, missing=1).puzzles("test", 0)
+    diffusion, table = GaussianDiffusion(1000, config.prediction), kinds.of(config).table()
+    test = kinds.of(replace(config.puzzle, missing=1)).puzzles("test", 0)
     batch, opts = collate([test[0], test[1]]), SampleOptions(steps=4, samples=2)
-    plain = solve(model, diffusion, batch, table, replace(opts, generator=torch.Generator().manual_seed(0)), False)
+    given = given_codes(batch, False)
+    plain = solve(model, diffusion, batch, table, replace(opts, generator=torch.Generator().manual_seed(0)), given)
     seen = []
     watched = solve(model, diffusion, batch, table, replace(opts, generator=torch.Generator().manual_seed(0),
-                                                            callback=lambda i, x, x0: seen.append((i, x, x0))), False)
+                                                            callback=lambda i, x, x0: seen.append((i, x, x0))), given)
     assert np.array_equal(plain[0], watched[0]) and torch.equal(plain[1], watched[1])
     assert [i for i, _, _ in seen] == [0, 1, 2, 3]                      # the first of the 2 samples only
     assert torch.equal(seen[-1][1]["content"], watched[1])

@@ -10,12 +10,13 @@ import torch
 from conftest import SHAPES_CKPT, TINY_IMAGE, assert_one_line_error, py, run, sample_run
 from PIL import Image
 
+import kinds
 from checkpoint import load_checkpoint, save_checkpoint
 from cli import UserError
-from config import Config, ImageConfig
+from config import Config, DiTConfig, ImageConfig
 from diffusion import GaussianDiffusion
-from dit import DiT, DiTConfig
-from jpdvt import puzzle_loss
+from dit import DiT
+from jpdvt import given_codes, puzzle_loss
 from puzzles import SPLITS, ImagePuzzles, assemble, collate, cut_image, parse_grid, shuffle_pieces
 from synthetic import shapes_image
 from train_image import model_config
@@ -64,11 +65,11 @@ def test_parse_grid():
 
 def test_shapes_dataset_deterministic_and_disjoint():
     cfg = ImageConfig(grid=(3, 3), piece_size=8, missing=2, anchor=True)
-    a, b, t = cfg.puzzles("train", 0), ImagePuzzles(cfg, "train", 0), cfg.puzzles("test", 0)
+    a, b, t = kinds.of(cfg).puzzles("train", 0), ImagePuzzles(cfg, "train", 0), kinds.of(cfg).puzzles("test", 0)
     assert torch.equal(a[5]["content"], b[5]["content"]) and torch.equal(a[5]["true_pos"], b[5]["true_pos"])
     assert not torch.equal(a[5]["content"], t[5]["content"])
-    assert not torch.equal(cfg.puzzles("val", 0)[5]["content"], t[5]["content"])
-    assert not torch.equal(cfg.puzzles("test", 1)[5]["content"], t[5]["content"])   # another seed, other puzzles
+    assert not torch.equal(kinds.of(cfg).puzzles("val", 0)[5]["content"], t[5]["content"])
+    assert not torch.equal(kinds.of(cfg).puzzles("test", 1)[5]["content"], t[5]["content"])   # another seed
     item = t[3]
     assert item["content"].shape == (9, 3, 8, 8) and item["content"].min() >= -1 and item["content"].max() <= 1
     assert item["missing"].sum() == 2 and not item["missing"][0]       # exactly K at test time; anchor kept
@@ -134,14 +135,15 @@ def test_training_steps_lower_loss():
     model = DiT(tiny_cfg())
     diffusion = GaussianDiffusion(1000, "x0")
     cfg = ImageConfig(grid=(2, 2), piece_size=8, missing=1)
-    ds = cfg.puzzles("train", 0)
+    ds = kinds.of(cfg).puzzles("train", 0)
     batch = collate([ds[i] for i in range(16)])
     opt = torch.optim.Adam(model.parameters(), lr=2e-3)
-    table = cfg.table()
+    table = kinds.of(cfg).table()
 
     def loss():
         torch.manual_seed(1)
-        return puzzle_loss(model, diffusion, batch, table, False, {"code": 1.0, "content": 0.1})["loss"]
+        weights = {"code": 1.0, "content": 0.1}
+        return puzzle_loss(model, diffusion, batch, table, given_codes(batch, False), weights)["loss"]
 
     start = loss().item()
     for _ in range(20):
@@ -193,7 +195,7 @@ def test_trained_model_solves_what_an_untrained_one_cannot(tmp_path):
     assert trained["piece_acc"] >= 0.9 and trained["puzzle_acc"] >= 0.75, trained
     ck = load_checkpoint(SHAPES_CKPT, "image")
     torch.manual_seed(0)
-    fresh = ck["config"].build_network()
+    fresh = kinds.of(ck["config"]).network(ck["config"].model)
     save_checkpoint(tmp_path / "untrained.pt", {"config": ck["config"].to_dict(), "model": {},
                                                 "ema": fresh.state_dict(), "opt": {}, "scaler": {}, "step": 0})
     untrained = sample_run("--ckpt", tmp_path / "untrained.pt", "--num-puzzles", "8", "--steps", "10",

@@ -15,6 +15,7 @@ import torch
 from conftest import ROOT, assert_one_line_error, run, sample_run, train_image_run, train_video_run
 from PIL import Image
 
+import kinds
 import paper
 import train_image
 import train_video
@@ -138,7 +139,7 @@ def test_readme_paper_command_builds_the_paper_settings(script, flags, layout, m
         assert have == value, (name, have, value)
         assert f"{name} {value} (paper table: " in line
     if module is train_image:                                 # 300 epochs of the training split at batch 256
-        files = len(config.puzzle.puzzles("train", 0).files)
+        files = len(kinds.of(config).puzzles("train", 0).files)
         assert config.train.max_steps == -(-300 * files // 256) and "300 epochs of" in line
         assert config.model.hidden == 768 and config.model.depth == 12 and config.model.heads == 12
     else:
@@ -291,10 +292,11 @@ def test_resume_refuses_paper_and_loads_no_empty_scaler(tmp_path):
     ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=True)
     assert ckpt["scaler"] == {}                              # fp32: the scaler was off
     config = load_checkpoint(tmp_path / "ckpt.pt")["config"]
-    model = config.build_network()
+    model = kinds.of(config).network(config.model)
     opt = torch.optim.AdamW(model.parameters())
     scaler = torch.amp.GradScaler("cpu", enabled=True)       # as a resume with --precision fp16 on CUDA would have
-    assert resume_or_init(ckpt, None, config, objects=(model, config.build_network(), opt, scaler)) == (1, None)
+    ema = kinds.of(config).network(config.model)
+    assert resume_or_init(ckpt, None, config, objects=(model, ema, opt, scaler)) == (1, None)
 
 
 def test_fine_tune_keeps_the_record_of_the_run_it_continues(tmp_path, capsys):

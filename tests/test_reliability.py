@@ -17,8 +17,7 @@ import sample
 import train_image
 from checkpoint import load_checkpoint, save_checkpoint
 from cli import UserError, run_cli
-from config import Config, VideoConfig
-from unet3d import UNetConfig
+from config import Config, UNetConfig, VideoConfig
 
 
 def weights(path):
@@ -153,7 +152,7 @@ POISON = """
 import sys
 sys.path.insert(0, {root!r})
 import torch
-import config
+import kinds
 import train_image
 from cli import run_cli
 
@@ -169,9 +168,9 @@ class Poisoned(torch.utils.data.Dataset):
             item["content"] = item["content"] * float("nan")
         return item
 
-make = config.ImageConfig.puzzles
-config.ImageConfig.puzzles = lambda cfg, split, seed: (Poisoned if split == "train" else lambda d: d)(make(cfg, split,
-                                                                                                          seed))
+make = kinds.Images.puzzles
+kinds.Images.puzzles = lambda kind, split, seed: (Poisoned if split == "train" else lambda d: d)(make(kind, split,
+                                                                                                      seed))
 run_cli(train_image.main, train_image.get_parser().parse_args(sys.argv[1:]))
 """
 
