@@ -9,7 +9,7 @@ q(L_t, E^m_t | L_0, E^m_0, E^g) and p(L_{t-1}, E^m_{t-1} | L_t, E^m_t, E^g).
 
 - Forward process: linear betas (1e-4 .. 0.02), T = 1000;  q_sample(x0, t) = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps.
 - The network predicts either eps (the paper) or x0 (`prediction="x0"`, which learns much faster on CPU; see
-  BENCHMARKS.md). The loss is a weighted sum of per-part MSEs over generated entries only.
+  bench/BENCHMARKS.md). The loss is a weighted sum of per-part MSEs over generated entries only.
 - Sampling: ancestral DDPM (`p_sample`) or deterministic DDIM (`ddim_sample`, eta = 0), over all T steps or a
   respaced subset (`timesteps`), re-imposing the given entries after every step.
 

@@ -100,7 +100,7 @@ def add_train_flags(p, defaults):
     dataset default, script default)."""
     d = defaults
     p.add_argument("--prediction", choices=PREDICTIONS,
-                   help="network target: x0 (default: learns faster, see BENCHMARKS.md) or eps (paper)")
+                   help="network target: x0 (default: learns faster, see bench/BENCHMARKS.md) or eps (paper)")
     p.add_argument("--batch-size", type=positive, help=f"puzzles per step, over all processes: with torchrun each of "
                                                        f"W processes takes B / W (default {d.batch_size})")
     p.add_argument("--lr", type=positive_float, help=f"AdamW learning rate (default {d.lr}; paper: 1e-4)")

@@ -20,7 +20,7 @@ the same for every piece, so the piece equivariance holds). It scales/shifts the
 Two heads: frames -> a conv back to C channels per frame; positional codes -> one token per piece (the feature
 layout and pooled pixels of its first and last frames, its noisy code) -> a small transformer over the set of
 pieces -> code_dim. Reading the pieces' ends directly is a deviation from the paper's description, made because a
-head on mean-pooled features stayed at chance in short CPU runs (see BENCHMARKS.md).
+head on mean-pooled features stayed at chance in short CPU runs (see bench/BENCHMARKS.md).
 Both heads are zero-initialised, so an untrained model outputs zeros. For CPU-sized pixel models, `patch_size`
 > 1 adds a lossless space-to-depth stem (pixel_unshuffle in, pixel_shuffle out), so the U-Net starts at H/p x W/p
 like the paper's latent models (the paper config works on 32x32x4 latents with patch_size 1).

@@ -1,6 +1,6 @@
 """
 Learning benchmark: train named recipes end to end on this machine, score them on fresh test puzzles, compare
-with non-learned baselines, and write BENCHMARKS.md.
+with non-learned baselines, and write bench/BENCHMARKS.md.
 
 Every row records the exact command, the machine (CPU cores), wall minutes of training and the metrics on
 test puzzles whose seeds are disjoint from training (test streams use their own split id). Results accumulate
@@ -13,7 +13,7 @@ from the repository root:
     python -m bench ensemble-readme           # only the README's row of the ensemble sweep
     python -m bench one-call one-call-val     # only the one-call rows (--steps 1), then the samplers on val
     python -m bench confidence                # fit the shipped checkpoints' confidence on val, score it on test
-    python -m bench                           # only rewrite BENCHMARKS.md from bench/results.json
+    python -m bench                           # only rewrite bench/BENCHMARKS.md from bench/results.json
     python -m bench --score-only image-photos-3x3-mix   # score an earlier run's checkpoint again
     python -m bench --export runs/bench/image-3x3/ckpt.pt checkpoints/image-shapes-3x3.pt
 """
@@ -331,7 +331,7 @@ def render():
     notes = os.path.join(ROOT, "bench", "notes.md")
     if os.path.exists(notes):
         lines += [open(notes).read()]
-    with open(os.path.join(ROOT, "BENCHMARKS.md"), "w") as f:
+    with open(os.path.join(ROOT, "bench", "BENCHMARKS.md"), "w") as f:
         f.write("\n".join(lines))
 
 
