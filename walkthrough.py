@@ -1,13 +1,17 @@
 """
-Lesson 0: one 3x3 puzzle through the whole method, printing every tensor and what it means.
+Lesson 0: one 3x3 puzzle through the whole method, printing every tensor and every mask and what it means.
 
-A built-in picture is cut into 9 shuffled pieces; the shipped shapes model (checkpoints/image-shapes-3x3.pt) computes
-one training loss on it, then solves it: the positional code of every piece starts as noise, 50 reverse diffusion
-steps denoise it, and each piece goes to the cell whose true code is nearest. Then read posenc.py, diffusion.py,
+A built-in picture is cut into 9 shuffled pieces, one of them missing, and the first piece is anchored (its code is
+told); the shipped shapes model (checkpoints/image-shapes-3x3.pt; it trained without missing pieces or an anchor,
+so both are new to it here) computes one training loss on it, then solves it:
+the positional code of every other piece starts as noise, 50 reverse diffusion steps denoise it (and the missing
+piece's pixels), and each piece goes to the cell whose true code is nearest. Then read posenc.py, diffusion.py,
 jpdvt.py (README, "How to read this code").
 
     python walkthrough.py          # no flags, a few seconds on a CPU
 """
+from dataclasses import replace
+
 import torch
 
 import kinds
@@ -21,20 +25,23 @@ def show(name, x, meaning):
     print(f"  {name:<13} {str(tuple(x.shape)):<16} {meaning}")
 
 
-def main(ckpt_path="checkpoints/image-shapes-3x3.pt"):
-    torch.manual_seed(0)                                        # the training noise below: the same every run
+def main(ckpt_path="checkpoints/image-shapes-3x3.pt", seed=0):
     ckpt = load_checkpoint(ckpt_path)
     config = ckpt["config"]
+    config.puzzle = replace(config.puzzle, missing=1, anchor=True)      # this lesson's puzzle: 1 missing, anchored
     kind = kinds.of(config)                                     # images: kinds.Images (what differs from videos)
     model = kind.network(config.model).eval()
     model.load_state_dict(ckpt["ema"])                          # the EMA weights are the ones to sample with
     diffusion = GaussianDiffusion(1000, config.prediction)      # linear betas, T = 1000
 
-    print("1. A puzzle (puzzles.py): a built-in picture cut into a 3x3 grid, the pieces shuffled")
-    batch = {k: v[None] for k, v in kind.puzzles("test", seed=0)[0].items()}   # a batch of one
+    print("1. A puzzle (puzzles.py): a built-in picture cut into a 3x3 grid, the pieces shuffled, one missing")
+    batch = {k: v[None] for k, v in kind.puzzles("test", seed=seed)[0].items()}   # a batch of one
     show("content", batch["content"], "(B, N, C, P, P): 9 shuffled pieces of 16x16 RGB pixels in [-1, 1]")
     show("true_pos", batch["true_pos"], f"(B, N): the cell each piece came from {batch['true_pos'][0].tolist()}")
-    show("missing", batch["missing"], "(B, N): pieces whose content is missing (none here)")
+    show("missing", batch["missing"], f"(B, N): content missing, to generate {batch['missing'][0].int().tolist()}")
+    given = given_codes(batch, kind.anchored)
+    show("given", given, f"(B, N): code told, the anchor (piece 0, at cell {batch['true_pos'][0, 0].item()}) "
+                         f"{given[0].int().tolist()}")
 
     print("2. The codes the model generates (posenc.py): a 2D sinusoidal code per grid cell")
     table = kind.table()
@@ -42,37 +49,43 @@ def main(ckpt_path="checkpoints/image-shapes-3x3.pt"):
     x0 = table[batch["true_pos"]]
     show("x0", x0, "(B, N, 32): the code of each piece's true cell, the clean target")
 
-    print("3. Training (jpdvt.puzzle_loss): noise the codes at a step t, predict them back from the pieces")
+    print("3. Training (jpdvt.puzzle_loss): noise what is generated at a step t, predict it back from the rest")
+    show("code mask", ~given, f"(B, N): codes noised and in the loss (not the anchor's) {(~given)[0].int().tolist()}")
+    show("content mask", batch["missing"], "(B, N): pixels noised and in the loss: the missing piece's only")
     t = torch.tensor([300])
     torch.manual_seed(0)                                        # the noise of x_t, drawn again by puzzle_loss below
-    xt = diffusion.q_sample(x0, t)
-    show("x_t", xt, f"(B, N, 32): sqrt(abar_t) x0 + sqrt(1 - abar_t) noise at t = {t.item()}")
+    noise = {"code": torch.randn_like(x0), "content": torch.randn_like(batch["content"])}
+    xt = torch.where(given[..., None], x0, diffusion.q_sample(x0, t, noise["code"]))      # the anchor's stays clean
+    gone = batch["missing"][..., None, None, None]
+    ct = torch.where(gone, diffusion.q_sample(batch["content"], t, noise["content"]), batch["content"])
+    show("x_t", xt, f"(B, N, 32): sqrt(abar_t) x0 + sqrt(1 - abar_t) noise at t = {t.item()}, anchor clean")
+    show("content_t", ct, "(B, N, C, P, P): the missing piece's pixels noised the same way, the rest clean")
     with torch.no_grad():
-        pred, _ = model(xt, batch["content"], t, batch["missing"])
+        pred, _ = model(xt, ct, t, batch["missing"], given)
         torch.manual_seed(0)                                    # the same t and noise: the code part is this MSE
-        loss = puzzle_loss(model, diffusion, batch, table=table, given=given_codes(batch, anchored=False),
-                           weights={"code": 1.0, "content": 0.1}, t=t)
-    show("prediction", pred, f"(B, N, 32): the network's x0 estimate; MSE {((pred - x0) ** 2).mean():.2e} at this t")
+        loss = puzzle_loss(model, diffusion, batch, table=table, given=given, weights={"code": 1.0, "content": 0.1},
+                           t=t)
+    mse = ((pred - x0) ** 2)[~given].mean()
+    show("prediction", pred, f"(B, N, 32): the network's x0 estimate; MSE {mse:.2e} over the 8 generated codes")
     print(f"  loss at t = {t.item()}: {loss['loss'].item():.2e} = 1.0 x code part {loss['code'].item():.2e}"
-          f" + 0.1 x content part {loss['content'].item():.0f} (no missing piece)")
+          f" + 0.1 x content part {loss['content'].item():.2e} (the missing piece's pixels)")
 
-    print("4. Solving (jpdvt.solve): every code starts as noise, 50 reverse DDPM steps, then the nearest cells")
+    print("4. Solving (jpdvt.solve): the untold codes and the missing pixels start as noise, 50 reverse DDPM steps")
     generator = torch.Generator().manual_seed(0)
-    given = {"code": torch.zeros_like(x0), "content": batch["content"]}       # the codes are unknown
-    masks = {"code": torch.ones_like(batch["missing"]), "content": batch["missing"]}   # what is generated
-    fn = model_fn(model, batch["missing"], torch.zeros_like(batch["missing"]))
-    codes = diffusion.sample(fn, given, masks, steps=50, sampler="ddpm", generator=generator)["code"]
-    show("codes", codes, "(B, N, 32): the generated code of every piece")
-    dist = torch.cdist(codes, table[None])
+    start = {"code": x0 * given[..., None], "content": batch["content"] * ~batch["missing"][..., None, None, None]}
+    masks = {"code": ~given, "content": batch["missing"]}       # what is generated; the rest is put back every step
+    out = diffusion.sample(model_fn(model, batch["missing"], given), start, masks, steps=50, generator=generator)
+    show("codes", out["code"], "(B, N, 32): the generated code of every piece (the anchor's as told)")
+    dist = torch.cdist(out["code"], table[None])
     show("distances", dist, "(B, N, cells): from each generated code to each cell's true code")
     positions = assign(dist[0], "hungarian")
     print(f"  positions     {str(positions.shape):<16} one distinct cell per piece (Hungarian) {positions.tolist()}")
     opts = SampleOptions(steps=50, sampler="ddpm", generator=torch.Generator().manual_seed(0))
-    again, _ = solve(model, diffusion, batch, table=table, opts=opts, given=given_codes(batch, anchored=False))
+    again, _ = solve(model, diffusion, batch, table=table, opts=opts, given=given)
     assert (again[0] == positions).all()                        # solve() is exactly step 4's lines
     metrics = kind.score(positions[None], batch)
-    print(f"5. Scoring (kinds.py): {metrics['piece_acc']:.0%} of the pieces in place, puzzle "
-          f"{'solved' if metrics['puzzle_acc'] == 1 else 'not solved'}")
+    print(f"5. Scoring (kinds.py): of the 7 pieces placed (not the anchor, not the missing one), "
+          f"{metrics['piece_acc']:.0%} in place, puzzle {'solved' if metrics['puzzle_acc'] == 1 else 'not solved'}")
     return metrics
 
 
