@@ -9,8 +9,9 @@ commits to one cell even when it is wrong; on the shapes val split their margins
 with an AUROC of 0.55, the mean's with 0.96: `python -m bench confidence-evidence`.) So:
 - `margins`: per piece, the mean code's distance to the next-best position minus to the assigned one (in code
   units: neighbouring cells are 1.06 apart); per puzzle, its smallest piece margin.
-- `fit`: a calibration table, fitted on the val split: margins cut into bins of equal count, each bin's observed
-  accuracy, made non-decreasing (a larger margin never means less likely right). Stored in the checkpoint.
+- `fit`: a calibration table, fitted on the val split: margins cut into bins of equal count, each bin's smoothed
+  accuracy (never 0 or 1), chance below the lowest margin, made non-decreasing (a larger margin never means less
+  likely right). Stored in the checkpoint with the settings it was fitted with (only those solves report it).
 - `probability`: a margin -> its bin's accuracy, interpolated between bin centres.
 - `reliability`: on another split (test), predicted against observed accuracy in bins, and the expected
   calibration error (ECE: the bins' |predicted - observed| weighted by their share of pieces).
@@ -44,15 +45,18 @@ def evidence(cost, positions, true_pos, counted):
     return m[counted], ok[counted], smallest, (ok | ~counted).all(-1)
 
 
-def fit(margin, correct, bins=10):
+def fit(margin, correct, bins=10, chance=0.0):
     """A calibration table from val: `bins` equal-count bins of the margins, each bin's centre (median margin) and
-    observed accuracy, the accuracies made non-decreasing in the margin (pooled adjacent violators)."""
+    accuracy, smoothed as (right + 1) / (count + 2) so that no bin claims certainty, with a point at `chance` (1 /
+    positions for a piece) one neighbour distance (1.06) below the lowest margin or 0, whichever is lower: a piece
+    whose mean code prefers another cell is a guess. The accuracies are made non-decreasing (pooled adjacent
+    violators)."""
     margin, correct = np.asarray(margin, dtype=np.float64), np.asarray(correct, dtype=np.float64)
     order = np.argsort(margin, kind="stable")
     groups = [g for g in np.array_split(order, min(bins, len(order))) if len(g)]
-    centre = [float(np.median(margin[g])) for g in groups]
-    blocks = [[correct[g].mean(), len(g)] for g in groups]          # pool adjacent bins while accuracy decreases
-    merged = []
+    centre = [min(float(np.median(margin[groups[0]])), 0.0) - 1.06] + [float(np.median(margin[g])) for g in groups]
+    blocks = [[chance, 1]] + [[(correct[g].sum() + 1) / (len(g) + 2), len(g)] for g in groups]
+    merged = []                                                     # pool adjacent bins while accuracy decreases
     for acc, n in blocks:
         merged.append([acc, n, 1])
         while len(merged) > 1 and merged[-2][0] > merged[-1][0]:

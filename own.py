@@ -209,6 +209,13 @@ def solve_pieces(args, solver):
     rec = Recorder() if args.animate and not video else None
     result = solver.solve(dict(zip(names, pieces)), pins=parse_pins(args, names, video), grid=grid, callback=rec)
     conf = result.confidence if result.confidence is not None else [None] * len(names)
+    cells = len(result.cells)
+    if not video and len(names) < cells and not solver.config.puzzle.missing:
+        print(f"note: {cells - len(names)} empty cell(s), and this model trained without missing pieces: their "
+              "content is not generated (grey), and its placement of the others is untested")
+    if solver.calibration is not None and result.confidence is None:
+        print(f"note: no confidence: the checkpoint's table was fitted with {solver.calibration['settings']}, not "
+              "with these settings, grid and empty cells")
     if video:
         order = [names[i] for i in np.argsort(result.positions)]
         report = {"pieces": {n: {"slot": int(s), "confidence": c and float(c)}
@@ -225,7 +232,8 @@ def solve_pieces(args, solver):
     with open(path, "w") as f:
         json.dump(report, f, indent=2)
     sure = "" if result.puzzle_confidence is None else f", {result.puzzle_confidence:.0%} sure of all of it"
-    print(f"{len(names)} pieces solved{sure}; wrote {path}" + ("" if video else " and solved.png"))
+    picture = "" if video else f" and {os.path.join(args.out, 'solved.png')}"
+    print(f"{len(names)} pieces solved{sure}; wrote {path}{picture}")
     if rec:
         print(f"wrote {pieces_gif(os.path.join(args.out, 'solving.gif'), rec, result, grid=report['grid'])}")
     return report

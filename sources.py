@@ -235,7 +235,10 @@ def as_image(piece, name):
     if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[-1] not in (1, 3, 4)):
         raise UserError(f"piece {name} is an array of shape {arr.shape}; pass images or (H, W, 3) arrays")
     if arr.dtype != np.uint8:
-        arr = (np.clip(arr.astype(np.float32), 0, 1) * 255).round().astype(np.uint8)
+        if arr.size and (arr.min() < 0 or arr.max() > 1):
+            raise UserError(f"piece {name} is a float array with values outside [0, 1]; pass uint8 (0..255) or "
+                            "floats in [0, 1]")
+        arr = (arr.astype(np.float32) * 255).round().astype(np.uint8)
     return Image.fromarray(arr.squeeze(-1) if arr.ndim == 3 and arr.shape[-1] == 1 else arr).convert("RGB")
 
 

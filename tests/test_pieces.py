@@ -73,12 +73,11 @@ def test_frames_orders_clips_with_any_names(tmp_path):
     (tmp_path / "clips").mkdir()
     for k, name in enumerate(names):
         iio.imwrite(tmp_path / "clips" / name, clip[4 * k:4 * k + 4], duration=100, loop=0)
-    report = sample_run("--ckpt", DIGITS, "--frames", tmp_path / "clips", "--out", tmp_path / "out")
+    with pytest.raises(UserError, match=r"a video model is told which piece comes first, its anchor: pin it"):
+        sample_run("--ckpt", DIGITS, "--frames", tmp_path / "clips", "--out", tmp_path / "out")
+    report = sample_run("--ckpt", DIGITS, "--frames", tmp_path / "clips", "--pin", f"{names[0]}=0")
     assert report["order"] == names and [report["pieces"][n]["slot"] for n in names] == [0, 1, 2, 3, 4]
-    pinned = sample_run("--ckpt", DIGITS, "--frames", tmp_path / "clips", "--pin", f"{names[0]}=0", "--out",
-                        tmp_path / "out")
-    assert pinned["order"] == names
-    assert json.loads((tmp_path / "out" / "order.json").read_text())["order"] == names
+    assert json.loads((tmp_path / "clips_solved" / "order.json").read_text())["order"] == names   # next to it
 
 
 @pytest.mark.parametrize("case", ["empty", "not an image", "too many", "not square", "pin no file", "pin unanchored"])
@@ -123,10 +122,18 @@ def test_calibration_on_val_then_confidence_on_test_and_pieces(tmp_path, capsys)
     m = sample_run("--ckpt", ckpt, "--num-puzzles", "20", "--steps", "2", "--out", tmp_path / "test")
     assert 0 <= m["confidence"]["piece"]["ece"] <= 1 and sum(r[2] for r in m["confidence"]["piece"]["rows"]) == 60
     assert "piece confidence: expected calibration error" in capsys.readouterr().out
-    cut_into_files(tmp_path / "pieces", side=16, keep=4)
     import jpdvt
-    solver = jpdvt.load(str(ckpt), device="cpu")
-    pieces = [Image.open(tmp_path / "pieces" / n) for n in sorted(os.listdir(tmp_path / "pieces"))]
-    result = solver.solve(pieces, pins={0: (0, 0)}, grid=(3, 3))
-    assert result.confidence.shape == (4,) and result.confidence[0] == max(table["piece"]["accuracy"])
-    assert 0 <= result.puzzle_confidence <= 1 and tuple(result.positions[0]) == (0, 0)
+    solver = jpdvt.load(str(ckpt), device="cpu")                 # sampling as the table was fitted: 2 steps
+    assert solver.opts.steps == 2 and solver.calibrated()
+    pieces = [np.random.default_rng(i).random((8, 8, 3)) for i in range(4)]
+    result = solver.solve(pieces, pins={0: (1, 1)})
+    assert result.confidence.shape == (4,) and result.confidence[0] == 1.0 and tuple(result.positions[0]) == (1, 1)
+    assert all(0 < p < 1 for p in result.confidence[1:]) and 0 < result.puzzle_confidence < 1   # smoothed: never 0/1
+    assert solver.solve(pieces[:3], pins={0: (1, 1)}).confidence is None     # fitted with no empty cell
+    for pins, message in [({0: (2, 0)}, "outside the 2x2 grid"), ({0: (0, 0), 1: (0, 0)}, "the same cell")]:
+        with pytest.raises(UserError, match=message):
+            solver.solve(pieces, pins=pins)
+    with pytest.raises(UserError, match="float array with values outside"):
+        solver.solve([p * 255 for p in pieces], pins={0: (1, 1)})
+    m = sample_run("--ckpt", ckpt, "--num-puzzles", "4", "--steps", "3", "--out", tmp_path / "other")
+    assert "confidence" not in m and "rerun --split val --calibrate" in capsys.readouterr().out
