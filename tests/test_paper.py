@@ -314,4 +314,4 @@ def test_fine_tune_keeps_the_record_of_the_run_it_continues(tmp_path, capsys):
     assert sample_run("--ckpt", tmp_path / "b" / "ckpt.pt", *flags, "--out", tmp_path / "s")["split_seen"] is False
     capsys.readouterr()
     m = sample_run("--ckpt", f"{ROOT}/checkpoints/image-shapes-3x3.pt", *flags, "--out", tmp_path / "s")
-    assert m["split_seen"] is False and "note:" not in capsys.readouterr().out   # trained on shapes: no file seen
+    assert m["split_seen"] is False and "training files" not in capsys.readouterr().out   # trained on shapes
