@@ -247,41 +247,6 @@ def confidence(out_root):
             sweep("confidence", SHIPPED[name], {f"{name} {split}": [*flags, *extra]}, out_root)
 
 
-def evidence_auroc(name, split="val", passes=1):
-    """Which margin tells right from wrong pieces: the sampled codes' own (DDPM-50) or the one-call posterior mean's,
-    both at the DDPM-50 assignment; AUROC over the counted pieces of `passes` passes of 200 puzzles (seed 1 + r)."""
-    import torch
-
-    import kinds
-    from confidence import margins
-    from jpdvt import given_codes
-    from metrics import assign
-    from puzzles import collate
-    from solver import Solver
-    solver, score = Solver.load(SHIPPED[name], device="cpu"), {"sampled": [], "mean": [], "ok": []}
-    puzzle = solver.config.puzzle
-    for r in range(passes):
-        test = kinds.of(puzzle).puzzles(split, 1 + r)
-        batch = collate([test[i] for i in range(min(int(TEST_PUZZLES), len(test)))])
-        solver.opts.generator.manual_seed(1 + r)
-        cost = solver.costs(batch)[0].numpy()
-        pos = np.stack([assign(c) for c in cost])
-        counted = (~given_codes(batch, kinds.of(puzzle).anchored) & ~batch["missing"]).numpy()
-        score["sampled"].append(margins(cost, pos)[counted])
-        score["mean"].append(margins(solver.mean_costs(batch).numpy(), pos)[counted])
-        score["ok"].append((pos == batch["true_pos"].numpy())[counted])
-    ok = np.concatenate(score["ok"])
-    auroc = {}
-    for kind in ("sampled", "mean"):
-        m = torch.tensor(np.concatenate(score[kind]))
-        right, wrong = m[torch.tensor(ok)], m[~torch.tensor(ok)]
-        auroc[f"auroc_{kind}"] = float(((right[:, None] > wrong[None]).float().mean()
-                                        + 0.5 * (right[:, None] == wrong[None]).float().mean()).item())
-    save_result(f"confidence evidence {name} {split}", {"group": "confidence", "train_minutes": 0.0,
-                "command": shown(["-m", "bench", "confidence-evidence"]),
-                "metrics": {"piece_acc": float(ok.mean()), "pieces": int(len(ok)), **auroc}})
-
-
 # ----------------------------------------------------------------------------
 # BENCHMARKS.md
 # ----------------------------------------------------------------------------
@@ -373,8 +338,11 @@ def main(args):
         elif name == "confidence":
             confidence(args.out)
         elif name == "confidence-evidence":
-            evidence_auroc("image-shapes-3x3")
-            evidence_auroc("image-photos-3x3-gap", passes=8)
+            from bench.evidence import auroc_of_margins
+            for ckpt, passes in (("image-shapes-3x3", 1), ("image-photos-3x3-gap", 8)):
+                save_result(f"confidence evidence {ckpt} val", {"group": "confidence", "train_minutes": 0.0,
+                            "command": shown(["-m", "bench", "confidence-evidence"]),
+                            "metrics": auroc_of_margins(SHIPPED[ckpt], "val", passes, int(TEST_PUZZLES))})
         elif name == "ensemble-readme":             # only the README row of the ensemble sweep
             ensemble_readme(args.out)
         elif name == "one-call":                    # only the one-call rows of the sweeps above and the video rows
