@@ -13,7 +13,7 @@ and videos in kinds.py.
 
   | piece                 | code: noised, in the loss, put back each step | content: the same   | scored               |
   | --------------------- | --------------------------------------------- | ------------------- | -------------------- |
-  | given (shuffled)      | yes, yes, no (generated)                      | no, no, yes (clean) | yes                  |
+  | placed (content given)| yes, yes, no (generated)                      | no, no, yes (clean) | yes                  |
   | missing               | yes, yes, no (generated)                      | yes, yes, no        | images no, videos yes|
   | anchored (code given) | no, no, yes (its true code)                   | no, no, yes (clean) | images no, videos yes|
 

@@ -30,8 +30,8 @@ class Images:
     reported = ("grid", "piece_size", "gap", "anchor")   # copied into sample.py's metrics.json
     pictured = 8                             # test puzzles pictured by sample.py
     solved = "puzzle_acc"                    # the metric of fully solved puzzles
-    counted = ("piece_acc and puzzle_acc count the pieces the model had to place: given pieces, not the anchored one "
-               "(whose position the model is told); missing pieces are generated and not scored")
+    counted = ("piece_acc and puzzle_acc count the pieces with content that the model had to place, not the anchored "
+               "one (whose position the model is told); missing pieces are generated and not scored")
 
     def __init__(self, puzzle):
         self.p = puzzle

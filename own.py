@@ -60,7 +60,7 @@ def solve_photo(args, solver):
                          assemble(big, np.arange(n), grid, border=border, fill=1.0)], gap=4 * border))
     kept = n - puzzle.missing
     placed = round(acc["piece_acc"] * (kept - int(puzzle.anchor))) + int(puzzle.anchor)
-    print(f"{'solved' if acc['puzzle_acc'] == 1.0 else 'not solved'}: {placed}/{kept} given pieces in place, "
+    print(f"{'solved' if acc['puzzle_acc'] == 1.0 else 'not solved'}: {placed}/{kept} pieces in place, "
           f"{puzzle.missing} generated; wrote {out} (input | solution | original)")
     if rec:
         gif = solving_gif(os.path.join(args.out, stem(args.image) + "_solving.gif"), rec, solver.table, grid=grid,

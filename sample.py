@@ -189,6 +189,8 @@ def own_data(args):
 
 
 def main(args):
+    if (args.pin or args.grid) and not (args.pieces or args.frames):
+        raise UserError("--pin and --grid apply to a folder of pieces; add --pieces DIR (or --frames DIR)")
     if args.calibrate and args.split != "val":
         raise UserError("--calibrate fits the confidence on the val split (the test split is scored once); add "
                         "--split val")

@@ -44,7 +44,7 @@ def test_photo_with_missing_pieces_and_its_animation(photo, tmp_path, capsys):
     acc = sample_run("--ckpt", SHAPES_CKPT, "--image", photo, "--missing", "2", "--steps", "5", "--animate",
                      "--out", tmp_path)
     lines = capsys.readouterr().out.strip().splitlines()
-    m = re.fullmatch(r"(solved|not solved): (\d)/7 given pieces in place, 2 generated; wrote (.+) "
+    m = re.fullmatch(r"(solved|not solved): (\d)/7 pieces in place, 2 generated; wrote (.+) "
                      r"\(input \| solution \| original\)", lines[-2])
     assert m and m.group(3) == str(tmp_path / "photo_solved.png"), lines
     assert int(m.group(2)) == round(acc["piece_acc"] * 7) and (m.group(1) == "solved") == (m.group(2) == "7")

@@ -226,7 +226,7 @@ def test_sample_own_photo(tmp_path, capsys):
     acc = sample_run("--ckpt", SHAPES_CKPT, "--image", photo, "--missing", "1", "--steps", "5", "--out", tmp_path)
     out = tmp_path / "photo_solved.png"
     line = capsys.readouterr().out.strip().splitlines()[-1]
-    m = re.fullmatch(r"(solved|not solved): (\d)/8 given pieces in place, 1 generated; wrote (.+) "
+    m = re.fullmatch(r"(solved|not solved): (\d)/8 pieces in place, 1 generated; wrote (.+) "
                      r"\(input \| solution \| original\)", line)
     assert m and m.group(3) == str(out), line
     assert (m.group(1) == "solved") == (acc["puzzle_acc"] == 1.0) == (m.group(2) == "8")

@@ -53,7 +53,7 @@ def test_a_photo_cut_into_files_solves_like_image(tmp_path, capsys):
     side = int(np.median([Image.open(tmp_path / "pieces" / n).size[0] for n in truth]))   # the pieces' own size
     assert Image.open(tmp_path / "out" / "solved.png").size == (3 * side + 4, 3 * side + 4)   # 2 px borders
     sample_run("--ckpt", PHOTOS_CKPT, "--image", ORANGE, "--out", tmp_path / "image")
-    assert capsys.readouterr().out.count("solved: 9/9 given pieces in place") == 1      # --image gets the same
+    assert capsys.readouterr().out.count("solved: 9/9 pieces in place") == 1      # --image gets the same
 
 
 def test_missing_cells_are_generated_and_outlined(tmp_path):
