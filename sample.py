@@ -52,6 +52,7 @@ from sources import data_folder, split_seen
 from training import PRECISIONS
 
 SCORED = {"test": "scored once, for the final figures", "val": "model selection"}
+SYMMETRIES = {1: "the puzzle as given", 2: "and its left-right mirror", 4: "and its three mirrors"}
 
 
 # ----------------------------------------------------------------------------
@@ -105,7 +106,8 @@ def score_test_set(args, solver):
     metrics = {**{k: float(np.mean([p[k] for p in passes])) for k in passes[0]},
                "counted": kind.counted, "num_puzzles": num, "sec_per_puzzle": seconds / (num * args.repeats),
                "dataset": puzzle.dataset, "split": args.split, "missing": puzzle.missing, "sampler": args.sampler,
-               "steps": args.steps, "samples": args.samples, "assign": args.assign, "seed": args.seed,
+               "steps": args.steps, "samples": args.samples, "symmetries": args.symmetries, "assign": args.assign,
+               "seed": args.seed,
                "repeats": args.repeats, "ckpt": args.ckpt, "train_step": solver.step, "split_seen": seen}
     if args.repeats > 1:
         metrics["passes"] = passes
@@ -126,7 +128,8 @@ def score_test_set(args, solver):
     if args.repeats > 1:
         summary += f" (mean of {args.repeats} passes; {kind.solved} of each: " + \
             " ".join(f"{p[kind.solved]:.3f}" for p in passes) + ")"
-    ensemble = f" x{args.samples} samples" if args.samples > 1 else ""
+    ensemble = (f" x{args.samples} samples" if args.samples > 1 else "") + \
+        (f" x{args.symmetries} symmetries" if args.symmetries > 1 else "")
     unseen = "" if not seen else f" (NOT held out: the model trained on this {args.split} split)"
     print(f"{num} puzzles ({args.sampler}-{args.steps}{ensemble}, {args.assign}): {summary}, "
           f"{metrics['sec_per_puzzle']:.3f} s/puzzle{unseen}")
@@ -189,6 +192,8 @@ def own_data(args):
 
 
 def main(args):
+    if args.symmetries > 1 and args.superres:
+        raise UserError("--symmetries mirrors pieces to place them, and --superres places none; drop --symmetries")
     if (args.pin or args.grid) and not (args.pieces or args.frames):
         raise UserError("--pin and --grid apply to a folder of pieces; add --pieces DIR (or --frames DIR)")
     if args.calibrate and args.split != "val":
@@ -210,11 +215,14 @@ def main(args):
             *first, last = [f"--{f}" for f in kinds.of(config).inputs]
             raise UserError(f"--{flag} does not apply to {args.ckpt}, {'an' if config.kind == 'image' else 'a'} "
                             f"{config.kind} model; its inputs are {', '.join(first)} and {last}")
+    if args.symmetries > 1 and config.kind != "image":
+        raise UserError(f"--symmetries mirrors image puzzles, and {args.ckpt} is a {config.kind} model; drop it")
     trained = config.puzzle
     config.puzzle = test_settings(args, config.puzzle)
     opts = SampleOptions(steps=args.steps, sampler=args.sampler, assign=args.assign, samples=args.samples,
                          generator=torch.Generator(resolve_device(args.device)).manual_seed(args.seed))
-    solver = Solver(config, ckpt, device=resolve_device(args.device), precision=args.precision, opts=opts)
+    solver = Solver(config, ckpt, device=resolve_device(args.device), precision=args.precision, opts=opts,
+                    symmetries=args.symmetries)
     if trained.dataset not in FOLDER_DATASETS or config.puzzle.dataset not in FOLDER_DATASETS:
         solver.data = None                                     # no file it scores can be a file it trained on
     elif solver.data is None:
@@ -249,6 +257,10 @@ def get_parser():
     p.add_argument("--samples", type=positive, default=1,
                    help="independent samples of the codes per puzzle; positions are assigned on their mean distance "
                         "to the true codes (K times the sampling time)")
+    p.add_argument("--symmetries", type=int, default=1, choices=SYMMETRIES,
+                   help="image checkpoints: average the codes' distances over the puzzle and its mirrors (1: none, 2: "
+                        "+ left-right, 4: + top-bottom and half turn), each mapped back to the puzzle's cells; K times "
+                        "the sampling time (bench: 'symmetry' rows)")
     p.add_argument("--assign", default="hungarian", choices=ASSIGNERS,
                    help="codes -> positions: hungarian (optimal, min total L2 distance) or greedy (the paper's text: "
                         "piece by piece, the closest free position by L2; the authors' code uses L1 and, for images, "

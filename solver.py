@@ -27,12 +27,13 @@ from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, code_costs, given_codes
 from metrics import assign
 from pictures import assemble, mark_cells
-from posenc import grid_table
+from posenc import MIRRORS, grid_table, mirrored_cells
 from puzzles import video_tensor
 from sources import as_image, clip_frames, piece_pixels
 from training import autocast
 from vae import load_codec
 
+FITTED_BEFORE = {"symmetries": 1}  # settings that tables fitted before they existed were fitted with
 FAR = 1e6                         # a cost no assignment takes: pinned pieces' other cells, others' pinned cells
 
 
@@ -55,8 +56,9 @@ class Solver:
     and TF32 on CUDA, fp32 on CPU), the calibration table of its confidence (if fitted) and, for latent models, the
     autoencoder."""
 
-    def __init__(self, config, ckpt, device, precision, opts):
+    def __init__(self, config, ckpt, device, precision, opts, symmetries=1):
         self.config, self.step, self.device, self.precision, self.opts = config, ckpt["step"], device, precision, opts
+        self.symmetries = symmetries                              # images: average over 1, 2 or 4 mirrored puzzles
         if device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
         self.data = ckpt.get("data")                              # the training files' record (sources.split_seen)
@@ -74,29 +76,43 @@ class Solver:
         """The solver of checkpoint `path`: sample.py's defaults (DDPM-50, Hungarian, 1 sample, seed 0), or the
         sampling its confidence table was fitted with, if it has one (so that its confidence holds)."""
         ckpt, device = load_checkpoint(path), resolve_device(device)
-        fitted = {k: v for k, v in (ckpt.get("calibration") or {}).get("settings", {}).items()
-                  if k in ("steps", "sampler", "samples", "assign")}
-        opts = opts or SampleOptions(generator=torch.Generator(device).manual_seed(0), **fitted)
-        return cls(ckpt["config"], ckpt, device=device, precision=precision, opts=opts)
+        fitted = (ckpt.get("calibration") or {}).get("settings", {})
+        sampling = {k: v for k, v in fitted.items() if k in ("steps", "sampler", "samples", "assign")}
+        opts = opts or SampleOptions(generator=torch.Generator(device).manual_seed(0), **sampling)
+        return cls(ckpt["config"], ckpt, device=device, precision=precision, opts=opts,
+                   symmetries=fitted.get("symmetries", 1))
 
-    def costs(self, batch, given=None, callback=None, table=None, opts=None):
+    def costs(self, batch, given=None, callback=None, grid=None, opts=None, symmetries=None):
         """(cost (B, N, positions), content with missing pieces generated) of a batch of pixel puzzles
         (jpdvt.code_costs; latents for a latent model: see pixels()). given: the pieces whose code is told (default:
-        the anchor, if the model has one); callback: called after every sampling step; table: the true codes of
-        another grid than the model's; opts: other sampling options than the solver's."""
+        the anchor, if the model has one); callback: called after every sampling step of the puzzle as given; grid:
+        another grid than the model's (images); opts: other sampling options than the solver's. With symmetries 2 or 4
+        (default: the solver's; images), the costs are the mean over the puzzle and its mirrors (posenc.MIRRORS),
+        each mapped back to the puzzle's cells."""
         given = given_codes(batch, self.kind.anchored) if given is None else given
         if self.codec:
             batch = self.codec.encode_batch(batch)
         opts = replace(opts or self.opts, callback=callback)
-        with autocast(self.device, self.precision):
-            return code_costs(self.model, self.diffusion, batch, table=self.table if table is None else table,
-                              opts=opts, given=given, latent=self.codec is not None)
+        table = self.table if grid is None else grid_table(*grid).to(self.device)
+        mirrors = MIRRORS[:symmetries or self.symmetries] if self.config.kind == "image" else MIRRORS[:1]
+        total, content = 0, None
+        for dims in mirrors:                                       # the content flipped, the solution mirrored
+            cells = mirrored_cells(*(grid or self.config.puzzle.grid), dims) if dims else None
+            mirrored = batch if not dims else {**batch, "content": batch["content"].flip(dims),
+                                               "true_pos": cells.to(self.device)[batch["true_pos"]]}
+            with autocast(self.device, self.precision):
+                cost, out = code_costs(self.model, self.diffusion, mirrored, table=table, opts=opts, given=given,
+                                       latent=self.codec is not None)
+            total = total + (cost if not dims else cost[..., cells.to(cost.device)])   # back to the puzzle's cells
+            content = out if content is None else content
+            opts = replace(opts, callback=None)
+        return total / len(mirrors), content
 
-    def mean_costs(self, batch, given=None, table=None):
+    def mean_costs(self, batch, given=None, grid=None):
         """The costs of the one-call posterior-mean estimate of the codes (steps 1, with its own noise, so the solve's
         stays as it was): the evidence of the confidence (confidence.py)."""
         opts = SampleOptions(steps=1, sampler="ddim", generator=torch.Generator(self.device).manual_seed(0))
-        return self.costs(batch, given=given, table=table, opts=opts)[0]
+        return self.costs(batch, given=given, grid=grid, opts=opts, symmetries=1)[0]
 
     def solve_batch(self, batch, given=None, callback=None):
         """(positions (B, N), content): the one-to-one assignment of costs() (jpdvt.solve)."""
@@ -111,13 +127,13 @@ class Solver:
         """What a confidence table depends on: the sampling options and the number of missing pieces."""
         o = self.opts
         return {"steps": o.steps, "sampler": o.sampler, "samples": o.samples, "assign": o.assign,
-                "missing": self.config.puzzle.missing}
+                "missing": self.config.puzzle.missing, "symmetries": self.symmetries}
 
     def calibrated(self, settings=None):
         """Is there a confidence table fitted with these settings (default: the solver's)? A table fitted with
         other sampling options or another number of missing pieces does not describe this solve."""
         table = self.calibration
-        return table is not None and all(table["settings"].get(k) == v
+        return table is not None and all(table["settings"].get(k, FITTED_BEFORE.get(k)) == v
                                          for k, v in (settings or self.settings()).items())
 
     def confidence(self, margin, part="piece", settings=None):
@@ -157,14 +173,14 @@ class Solver:
         batch = {"content": torch.from_numpy(content).permute(0, 3, 1, 2)[None] * 2 - 1,
                  "true_pos": torch.from_numpy(true_pos)[None], "missing": torch.from_numpy(np.arange(cells) >= n)[None]}
         batch = {k: v.to(self.device) for k, v in batch.items()}
-        given, table = torch.from_numpy(pinned)[None].to(self.device), grid_table(*grid).to(self.device)
-        cost, generated = self.costs(batch, given=given, callback=callback, table=table)
+        given = torch.from_numpy(pinned)[None].to(self.device)
+        cost, generated = self.costs(batch, given=given, callback=callback, grid=grid)
         cost = cost[0].float().cpu().numpy()
         cost[pinned] = FAR                                         # a pinned piece takes its cell, and no other one
         cost[:, true_pos[pinned]] = FAR
         cost[pinned, true_pos[pinned]] = 0
         pos = assign(cost, self.opts.assign)
-        margin = margins(self.mean_costs(batch, given=given, table=table).cpu().numpy(), pos[None])[0][:n]
+        margin = margins(self.mean_costs(batch, given=given, grid=grid).cpu().numpy(), pos[None])[0][:n]
         settings = {**self.settings(), "missing": cells - n} if grid == tuple(puzzle.grid) else None
         conf = self.confidence(margin, settings=settings) if settings else None
         if conf is not None:

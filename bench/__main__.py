@@ -47,6 +47,8 @@ from bench.recipes import (
     REPEATS,
     SAMPLERS,
     SHIPPED,
+    SYMMETRY,
+    SYMMETRY_CKPTS,
     TEST_PUZZLES,
     TRANSFER,
     VAL_SAMPLERS,
@@ -239,6 +241,16 @@ def one_call_val(out_root):
                                               for s, sflags in VAL_SAMPLERS.items()}, out_root)
 
 
+def symmetry(out_root):
+    """Issue 29, lever 3: --symmetries against --samples at equal network calls, every variant on val (DDPM-50,
+    seed 1), then x1, x4 samples and 4 symmetries on test."""
+    for name, flags in SYMMETRY_CKPTS:
+        sweep("symmetry", SHIPPED[name], {f"{name} val {v}": ["--split", "val", *flags, *extra]
+                                          for v, extra in SYMMETRY.items()}, out_root)
+        sweep("symmetry", SHIPPED[name], {f"{name} test {v}": [*flags, *SYMMETRY[v]]
+                                          for v in ("x1", "x4 samples", "4 symmetries")}, out_root)
+
+
 def confidence(out_root):
     """Issue 28.3: fit each shipped checkpoint's confidence on val (its README command's settings, --calibrate
     writes the tables into the checkpoint), then score the test split with the same settings: reliability and ECE."""
@@ -316,7 +328,7 @@ def main(args):
         return export(*args.export)
     if args.list:
         print("\n".join(list(RECIPES) + ["baselines", "sampler", "assign", "ensemble", "ensemble-readme", "one-call",
-                                          "one-call-val", "confidence", "confidence-evidence", "transfer",
+                                          "one-call-val", "confidence", "confidence-evidence", "symmetry", "transfer",
                                           "throughput", "loader"]))
         return
     for name in args.names:
@@ -335,6 +347,8 @@ def main(args):
         elif name == "ensemble":
             ensembles(ENSEMBLE_CKPTS + ONE_CALL_ENSEMBLES, args.out)
             ensemble_readme(args.out)
+        elif name == "symmetry":
+            symmetry(args.out)
         elif name == "confidence":
             confidence(args.out)
         elif name == "confidence-evidence":

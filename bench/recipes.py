@@ -245,3 +245,10 @@ TRANSFER = {f"image-photos-3x3-gap on shapes, missing {k}": ["--dataset", "shape
 CONFIDENCE = [("image-shapes-3x3", ["--sampler", "ddim"]),              # (the sweep adds --seed 1)
               ("image-photos-3x3", ["--sampler", "ddim", *REPEATS]),
               ("image-photos-3x3-gap", ["--missing", "0", "--samples", "32", *REPEATS])]
+
+# a puzzle's exact symmetries at solve time (issue 29, lever 3: sample.py --symmetries), against as many independent
+# samples (the same network calls), chosen on val (the photo models trained on their val photos), then test once
+SYMMETRY = {"x1": [], "x2 samples": ["--samples", "2"], "2 symmetries": ["--symmetries", "2"],
+            "x4 samples": ["--samples", "4"], "4 symmetries": ["--symmetries", "4"]}
+SYMMETRY_CKPTS = [("image-shapes-3x3", ["--repeats", "2"]), ("image-photos-3x3", REPEATS),
+                  ("image-photos-3x3-gap", ["--missing", "0", *REPEATS])]

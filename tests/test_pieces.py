@@ -137,3 +137,12 @@ def test_calibration_on_val_then_confidence_on_test_and_pieces(tmp_path, capsys)
         solver.solve([p * 255 for p in pieces], pins={0: (1, 1)})
     m = sample_run("--ckpt", ckpt, "--num-puzzles", "4", "--steps", "3", "--out", tmp_path / "other")
     assert "confidence" not in m and "rerun --split val --calibrate" in capsys.readouterr().out
+
+
+def test_symmetries_average_the_mirrored_puzzles(tmp_path):
+    """--symmetries 4: four network calls a step (the puzzle and its mirrors), recorded; refused for video models."""
+    m = sample_run("--ckpt", os.path.join(ROOT, "checkpoints", "image-shapes-3x3.pt"), "--num-puzzles", "20",
+                   "--steps", "2", "--symmetries", "4", "--out", tmp_path / "s")
+    assert m["symmetries"] == 4 and m["piece_acc"] > 0.5
+    with pytest.raises(UserError, match="--symmetries mirrors image puzzles"):
+        sample_run("--ckpt", DIGITS, "--symmetries", "2", "--out", tmp_path / "v")
