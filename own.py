@@ -214,8 +214,8 @@ def solve_pieces(args, solver):
         print(f"note: {cells - len(names)} empty cell(s), and this model trained without missing pieces: their "
               "content is not generated (grey), and its placement of the others is untested")
     if solver.calibration is not None and result.confidence is None:
-        print(f"note: no confidence: the checkpoint's table was fitted with {solver.calibration['settings']}, not "
-              "with these settings, grid and empty cells")
+        print(f"note: no confidence: the checkpoint's table was fitted with other settings ({solver.mismatch()}), "
+              "or another grid or number of empty cells")
     if video:
         order = [names[i] for i in np.argsort(result.positions)]
         report = {"pieces": {n: {"slot": int(s), "confidence": c and float(c)}
@@ -228,7 +228,7 @@ def solve_pieces(args, solver):
         path = os.path.join(args.out, "arrangement.json")
         result.image.save(os.path.join(args.out, "solved.png"))
     report.update(puzzle_confidence=result.puzzle_confidence, ckpt=args.ckpt, steps=args.steps, sampler=args.sampler,
-                  samples=args.samples, calibrated=result.confidence is not None)
+                  samples=args.samples, symmetries=args.symmetries, calibrated=result.confidence is not None)
     with open(path, "w") as f:
         json.dump(report, f, indent=2)
     sure = "" if result.puzzle_confidence is None else f", {result.puzzle_confidence:.0%} sure of all of it"

@@ -116,8 +116,8 @@ def score_test_set(args, solver):
     if args.calibrate:
         metrics["calibration"] = calibrate(args, solver, found)
     elif solver.calibration is not None and not solver.calibrated():
-        print(f"note: no confidence reported: the checkpoint's table was fitted with "
-              f"{solver.calibration['settings']}; rerun --split val --calibrate with these settings")
+        print(f"note: no confidence reported: the checkpoint's table was fitted with other settings "
+              f"({solver.mismatch()}); rerun --split val --calibrate with these")
     elif solver.calibrated():
         metrics["confidence"] = {part: dict(zip(("rows", "ece"), reliability(solver.confidence(m, part), ok)))
                                  for part, m, ok in (("piece", *found[:2]), ("puzzle", *found[2:]))}

@@ -72,15 +72,16 @@ class Solver:
         self.table = self.kind.table().to(device)
 
     @classmethod
-    def load(cls, path, device="auto", opts=None, precision="auto"):
-        """The solver of checkpoint `path`: sample.py's defaults (DDPM-50, Hungarian, 1 sample, seed 0), or the
-        sampling its confidence table was fitted with, if it has one (so that its confidence holds)."""
+    def load(cls, path, device="auto", opts=None, symmetries=None):
+        """The solver of checkpoint `path`: sample.py's defaults (DDPM-50, Hungarian, 1 sample, no mirrors, seed 0),
+        or the sampling its confidence table was fitted with, if it has one (so that its confidence holds); opts and
+        symmetries override them."""
         ckpt, device = load_checkpoint(path), resolve_device(device)
         fitted = (ckpt.get("calibration") or {}).get("settings", {})
         sampling = {k: v for k, v in fitted.items() if k in ("steps", "sampler", "samples", "assign")}
         opts = opts or SampleOptions(generator=torch.Generator(device).manual_seed(0), **sampling)
-        return cls(ckpt["config"], ckpt, device=device, precision=precision, opts=opts,
-                   symmetries=fitted.get("symmetries", 1))
+        return cls(ckpt["config"], ckpt, device=device, precision="auto", opts=opts,
+                   symmetries=symmetries or fitted.get("symmetries", FITTED_BEFORE["symmetries"]))
 
     def costs(self, batch, given=None, callback=None, grid=None, opts=None, symmetries=None):
         """(cost (B, N, positions), content with missing pieces generated) of a batch of pixel puzzles
@@ -103,7 +104,9 @@ class Solver:
             with autocast(self.device, self.precision):
                 cost, out = code_costs(self.model, self.diffusion, mirrored, table=table, opts=opts, given=given,
                                        latent=self.codec is not None)
-            total = total + (cost if not dims else cost[..., cells.to(cost.device)])   # back to the puzzle's cells
+            # back to the puzzle's cells: cell p's cost is the mirrored puzzle's at cells[p] (mirrors are their own
+            # inverse; missing pieces are fresh draws in each mirror, their rows averaged like --samples')
+            total = total + (cost if not dims else cost[..., cells.to(cost.device)])
             content = out if content is None else content
             opts = replace(opts, callback=None)
         return total / len(mirrors), content
@@ -128,6 +131,12 @@ class Solver:
         o = self.opts
         return {"steps": o.steps, "sampler": o.sampler, "samples": o.samples, "assign": o.assign,
                 "missing": self.config.puzzle.missing, "symmetries": self.symmetries}
+
+    def mismatch(self):
+        """The settings of the solver that differ from its confidence table's, as 'name: table -> solver' text."""
+        table = self.calibration["settings"]
+        return ", ".join(f"{k}: {table.get(k, FITTED_BEFORE.get(k))} -> {v}" for k, v in self.settings().items()
+                         if table.get(k, FITTED_BEFORE.get(k)) != v)
 
     def calibrated(self, settings=None):
         """Is there a confidence table fitted with these settings (default: the solver's)? A table fitted with

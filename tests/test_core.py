@@ -201,3 +201,4 @@ def test_mirrored_cells_are_where_mirrored_pieces_land():
         mirrored = torch.from_numpy(cut_image(np.flip(img, axes).copy(), (2, 3), 4)).permute(0, 3, 1, 2)
         cells = mirrored_cells(2, 3, dims)
         assert torch.equal(mirrored[cells], pieces.flip(dims))    # cell p's piece, flipped, sits at cells[p]
+        assert torch.equal(cells[cells], torch.arange(6))         # a mirror undoes itself (a quarter turn would not)

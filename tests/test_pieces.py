@@ -143,6 +143,6 @@ def test_symmetries_average_the_mirrored_puzzles(tmp_path):
     """--symmetries 4: four network calls a step (the puzzle and its mirrors), recorded; refused for video models."""
     m = sample_run("--ckpt", os.path.join(ROOT, "checkpoints", "image-shapes-3x3.pt"), "--num-puzzles", "20",
                    "--steps", "2", "--symmetries", "4", "--out", tmp_path / "s")
-    assert m["symmetries"] == 4 and m["piece_acc"] > 0.5
+    assert m["symmetries"] == 4 and m["piece_acc"] >= 0.95     # unmapped mirrors score about 0.54 here
     with pytest.raises(UserError, match="--symmetries mirrors image puzzles"):
         sample_run("--ckpt", DIGITS, "--symmetries", "2", "--out", tmp_path / "v")
