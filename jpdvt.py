@@ -31,10 +31,9 @@ and videos in kinds.py.
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-import numpy as np
 import torch
 
-from metrics import assign
+from metrics import assign_batch
 
 
 @dataclass
@@ -123,4 +122,4 @@ def solve(model, diffusion, batch, table, opts, given, latent=False):
     opts.samples = K, the K samples are assigned on their mean distance to each true code (a small ensemble).
     """
     cost, generated = code_costs(model, diffusion, batch, table=table, opts=opts, given=given, latent=latent)
-    return np.stack([assign(c, opts.assign) for c in cost.cpu()]), generated                # (B, N)
+    return assign_batch(cost, opts.assign), generated                                       # (B, N)

@@ -94,6 +94,11 @@ def assign(cost, method="hungarian"):
     return hungarian(c) if method == "hungarian" else greedy(c)
 
 
+def assign_batch(cost, method="hungarian"):
+    """cost (B, N, positions) -> (B, N) int array: assign() for every puzzle of a batch."""
+    return np.stack([assign(c, method) for c in cost])
+
+
 def _pair(pred, true, mask):
     pred = np.asarray(pred.cpu() if isinstance(pred, torch.Tensor) else pred)
     true = np.asarray(true.cpu() if isinstance(true, torch.Tensor) else true)

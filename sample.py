@@ -38,7 +38,7 @@ from cli import UserError, positive, resolve_device, run_cli
 from confidence import evidence, fit, reliability
 from diffusion import SAMPLERS
 from jpdvt import SampleOptions, given_codes
-from metrics import ASSIGNERS, assign
+from metrics import ASSIGNERS, assign_batch
 from own import order_clip, solve_photo, solve_pieces, superres
 from puzzles import (
     DATASETS,
@@ -86,7 +86,7 @@ def score_test_set(args, solver):
             rec = Recorder() if args.animate and r == 0 and start == 0 else None
             t = time.time()
             cost, content = solver.costs(batch, callback=rec)
-            pos = np.stack([assign(c, args.assign) for c in cost.cpu()])
+            pos = assign_batch(cost, args.assign)
             seconds += time.time() - t
             if args.calibrate or solver.calibrated():         # the confidence's evidence: one more network call
                 counted = ~given_codes(batch, kind.anchored) & (~batch["missing"] if puzzle.kind == "image" else True)

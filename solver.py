@@ -25,7 +25,7 @@ from cli import UserError, resolve_device
 from confidence import margins, probability
 from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, code_costs, given_codes
-from metrics import assign
+from metrics import assign, assign_batch
 from pictures import assemble, mark_cells
 from posenc import MIRRORS, grid_table, mirrored_cells
 from puzzles import video_tensor
@@ -120,7 +120,7 @@ class Solver:
     def solve_batch(self, batch, given=None, callback=None):
         """(positions (B, N), content): the one-to-one assignment of costs() (jpdvt.solve)."""
         cost, content = self.costs(batch, given=given, callback=callback)
-        return np.stack([assign(c, self.opts.assign) for c in cost.cpu()]), content
+        return assign_batch(cost, self.opts.assign), content
 
     def pixels(self, content):
         """Generated content as pixels (decoded by the autoencoder of a latent model), for pictures."""
@@ -132,18 +132,20 @@ class Solver:
         return {"steps": o.steps, "sampler": o.sampler, "samples": o.samples, "assign": o.assign,
                 "missing": self.config.puzzle.missing, "symmetries": self.symmetries}
 
+    def differs(self, settings=None):
+        """{name: (fitted, now)} of the settings (default: the solver's) that differ from its confidence table's."""
+        fitted = self.calibration["settings"]
+        return {k: (fitted.get(k, FITTED_BEFORE.get(k)), v) for k, v in (settings or self.settings()).items()
+                if fitted.get(k, FITTED_BEFORE.get(k)) != v}
+
     def mismatch(self):
         """The settings of the solver that differ from its confidence table's, as 'name: table -> solver' text."""
-        table = self.calibration["settings"]
-        return ", ".join(f"{k}: {table.get(k, FITTED_BEFORE.get(k))} -> {v}" for k, v in self.settings().items()
-                         if table.get(k, FITTED_BEFORE.get(k)) != v)
+        return ", ".join(f"{k}: {fitted} -> {now}" for k, (fitted, now) in self.differs().items())
 
     def calibrated(self, settings=None):
         """Is there a confidence table fitted with these settings (default: the solver's)? A table fitted with
         other sampling options or another number of missing pieces does not describe this solve."""
-        table = self.calibration
-        return table is not None and all(table["settings"].get(k, FITTED_BEFORE.get(k)) == v
-                                         for k, v in (settings or self.settings()).items())
+        return self.calibration is not None and not self.differs(settings)
 
     def confidence(self, margin, part="piece", settings=None):
         """Probabilities of being right for margins (confidence.probability), or None without a table fitted with

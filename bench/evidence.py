@@ -8,7 +8,7 @@ import torch
 import kinds
 from confidence import margins
 from jpdvt import given_codes
-from metrics import assign
+from metrics import assign_batch
 from puzzles import collate
 from solver import Solver
 
@@ -23,7 +23,7 @@ def auroc_of_margins(ckpt, split, passes, num):
         batch = collate([test[i] for i in range(min(num, len(test)))])
         solver.opts.generator.manual_seed(1 + r)
         cost = solver.costs(batch)[0].numpy()
-        pos = np.stack([assign(c) for c in cost])
+        pos = assign_batch(cost)
         counted = (~given_codes(batch, kinds.of(puzzle).anchored) & ~batch["missing"]).numpy()
         score["sampled"].append(margins(cost, pos)[counted])
         score["mean"].append(margins(solver.mean_costs(batch).numpy(), pos)[counted])
