@@ -5,7 +5,8 @@ which files of a folder dataset it trained on, sources.fingerprint; None for bui
 - `save_checkpoint` writes atomically (temp file + rename), so a kill never leaves a broken file.
 - `load_checkpoint` reads with torch.load(weights_only=True), so a checkpoint can never run code, and turns its
   config dict back into a config.Config (refusing, in one sentence naming the file, one that does not fit).
-Shipped checkpoints hold the EMA weights only (model, opt and scaler empty): they can be sampled, not resumed.
+Shipped checkpoints hold the EMA weights only (model, opt and scaler empty, `export_checkpoint`): they can be sampled,
+not resumed.
 
     save_checkpoint("out/run/ckpt.pt", {"config": config.to_dict(), "model": ..., "ema": ..., "opt": ...,
                                         "scaler": ..., "step": 100})
@@ -71,3 +72,12 @@ def load_checkpoint(path, kind=None):
         raise UserError(f"checkpoint {path} is a {ckpt['config'].kind} model, not a {kind} model; use "
                         f"train_{ckpt['config'].kind}.py's checkpoints with this command")
     return ckpt
+
+
+def export_checkpoint(src, dst):
+    """A shippable copy of checkpoint `src` at `dst`: config, EMA weights, step and data record (model, optimizer and
+    grad scaler left empty). Returns dst's size in MiB."""
+    ck = torch.load(src, map_location="cpu", weights_only=True)
+    save_checkpoint(dst, {"config": ck["config"], "model": {}, "ema": ck["ema"], "opt": {}, "scaler": {},
+                          "step": ck["step"], "data": ck.get("data")})
+    return os.path.getsize(dst) / 2 ** 20

@@ -313,14 +313,10 @@ def render():
 
 
 def export(src, dst):
-    """A shippable checkpoint: config and EMA weights only (model, optimizer and grad scaler left empty)."""
-    import torch
-
-    from checkpoint import save_checkpoint
-    ck = torch.load(src, map_location="cpu", weights_only=True)
-    save_checkpoint(dst, {"config": ck["config"], "model": {}, "ema": ck["ema"], "opt": {}, "scaler": {},
-                          "step": ck["step"], "data": ck.get("data")})
-    print(f"wrote {dst} ({os.path.getsize(dst) / 2 ** 20:.1f} MiB, step {ck['step']})")
+    """A shippable checkpoint: config and EMA weights only (checkpoint.export_checkpoint)."""
+    from checkpoint import export_checkpoint
+    mib = export_checkpoint(src, dst)
+    print(f"wrote {dst} ({mib:.1f} MiB)")
 
 
 def main(args):

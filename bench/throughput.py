@@ -52,8 +52,9 @@ def peak_flops(device):
     return next((tf * 1e12 for key, tf in PEAK_TFLOPS.items() if key in name), None)
 
 
-def measure(device, steps=10):
-    """Rows {name: metrics} of every setting on `device`, each precision in turn (first step: warm-up)."""
+def measure(device, steps=10, only=None):
+    """Rows {name: metrics} of every setting on `device` (or of the settings named in `only`), each precision in turn
+    (first step: warm-up)."""
     gpu, peak, rows = device.type == "cuda", peak_flops(device), {}
 
     def timed(fn):
@@ -66,6 +67,8 @@ def measure(device, steps=10):
         return time.time() - t
 
     for name, net_cfg, puzzle, batch in settings(gpu):
+        if only is not None and name not in only:
+            continue
         kind = kinds.of(puzzle)
         data = kind.puzzles("train", 0)
         b = to_device(collate([data[i] for i in range(batch)]), device)
