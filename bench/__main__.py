@@ -34,10 +34,12 @@ import kinds
 # are imported by their plain names
 from bench.recipes import (
     ASSIGNMENTS,
+    COMPUTE,
     CONFIDENCE,
     ENSEMBLE_CKPTS,
     ENSEMBLE_README,
     IMAGE_BASELINES,
+    IMAGE_VAL_BASELINES,
     ONE_CALL,
     ONE_CALL_ENSEMBLES,
     ONE_CALL_TEST,
@@ -58,6 +60,9 @@ from config import ImageConfig, VideoConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))      # the repository root, parent of bench/
 RESULTS = os.path.join(ROOT, "bench", "results.json")
+GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemble-readme", "one-call", "one-call-val",
+          "confidence", "confidence-evidence", "symmetry", "compute-val", "compute-test", "gpu-record", "transfer",
+          "throughput", "loader"]                                   # what `python -m bench NAME` runs besides recipes
 
 
 def load_results():
@@ -76,7 +81,7 @@ def machine():
 
 def save_result(key, row):
     results = load_results()
-    row["machine"] = machine()
+    row.setdefault("machine", machine())
     row["date"] = time.strftime("%Y-%m-%d")
     results[key] = row
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
@@ -138,9 +143,9 @@ def run_recipe(name, out_root, score_only=False):
 # Non-learned baselines, on the very test puzzles the recipes are scored on (test split, seed 1)
 # ----------------------------------------------------------------------------
 
-def image_baselines(dataset, data_dir, grid, piece, gap, missing, repeats, num):
-    """Random order, edge dissimilarity and MGC (exhaustive placement up to 3x3) on the same test puzzles: those of
-    seeds 1 .. repeats (sample.py --seed 1 --repeats R), each pass weighing the same."""
+def image_baselines(dataset, data_dir, grid, piece, gap, missing, repeats, split="test"):
+    """Random order, edge dissimilarity and MGC (exhaustive placement up to 3x3) on the same puzzles of `split` as
+    the recipes: those of seeds 1 .. repeats (sample.py --seed 1 --repeats R), each pass weighing the same."""
     from bench.baselines import IMAGE_SOLVERS, all_arrangements, random_positions, solve_image
     from metrics import piece_accuracy, puzzle_accuracy
     n = grid[0] * grid[1]
@@ -148,8 +153,8 @@ def image_baselines(dataset, data_dir, grid, piece, gap, missing, repeats, num):
     rng = np.random.default_rng(0)
     preds, true, given = {name: [] for name in ["random", *IMAGE_SOLVERS]}, [], []
     for seed in range(1, repeats + 1):
-        test = kinds.of(ImageConfig(dataset, data_dir, grid, piece, gap, missing)).puzzles("test", seed)
-        count = min(num, len(test))
+        test = kinds.of(ImageConfig(dataset, data_dir, grid, piece, gap, missing)).puzzles(split, seed)
+        count = min(int(TEST_PUZZLES), len(test))
         for i in tqdm(range(count), desc=f"baselines {dataset} {grid[0]}x{grid[1]} (seed {seed})"):
             it = test[i]
             pieces = ((it["content"].numpy() + 1) / 2).transpose(0, 2, 3, 1)         # (N, P, P, C) in [0, 1]
@@ -159,12 +164,13 @@ def image_baselines(dataset, data_dir, grid, piece, gap, missing, repeats, num):
                 preds[name].append(solve_image(pieces, grid, name, perms, g))
             true.append(it["true_pos"].numpy())
             given.append(g)
-    label = (f"{dataset} {grid[0]}x{grid[1]} {piece}px" + (f" gap {gap}" if gap else "") +
+    where = "val " if split == "val" else ""
+    label = (f"{dataset} {where}{grid[0]}x{grid[1]} {piece}px" + (f" gap {gap}" if gap else "") +
              (f" missing {missing}" if missing else "") + (f", {repeats} passes" if repeats > 1 else ""))
     placement = "exhaustive" if perms is not None else "greedy"
     for name, pred in preds.items():
         save_result(f"baseline image {label}: {name}", {
-            "group": "baselines", "command": f"python -m bench baselines ({name}, {placement})",
+            "group": "baselines", "command": f"python -m bench baselines{where and '-val'} ({name}, {placement})",
             "train_minutes": 0.0, "metrics": {"piece_acc": piece_accuracy(pred, true, given),
                                               "puzzle_acc": puzzle_accuracy(pred, true, given),
                                               "num_puzzles": count, "repeats": repeats}})
@@ -251,6 +257,30 @@ def symmetry(out_root):
                                           for v in ("x1", "x4 samples", "4 symmetries")}, out_root)
 
 
+def compute(out_root, split):
+    """Issue 29, lever 4: the photo models trained with a lent GPU's compute (recipes.COMPUTE) on `split`."""
+    for name, (ckpt, flags) in COMPUTE.items():
+        sweep("compute", ckpt, {f"{name} {split}": (["--split", "val"] if split == "val" else []) + flags}, out_root)
+
+
+def record_gpu(path):
+    """The rows of a lent-GPU session (bench/gpu.py's gpu-rows.json, fetched into `path`), each marked with its
+    device."""
+    with open(path) as f:
+        rows = json.load(f)
+    where = {"machine": f"1 {rows['device']} + 16 CPU cores (torch {rows['torch']})"}
+    run = "python -m bench.gpu --photos .photos --out $OUT --photo-seconds 200 --gap-seconds 60"
+    for part, what in (("imagenet", "the design card command, python train_image.py --dataset imagenet --grid 3 "
+                                    "--workers 14 (paper settings) on 320 generated pictures, then sample.py"),
+                       ("photos", "the photo recipe (MIXED) at batch 640, steps timed to 200 s"),
+                       ("gap", "its gap-8 fine-tune at batch 640, steps timed to 60 s")):
+        save_result(f"gpu {part} ({rows['device']})", {**where, "group": "gpu", "command": f"{run} ({what})",
+                                                       "train_minutes": rows[part]["minutes"], "metrics": rows[part]})
+    for key, m in rows["throughput"].items():
+        save_result(f"{key} ({rows['device']})", {**where, "group": "throughput", "command": f"{run} (throughput)",
+                                                  "train_minutes": 0.0, "metrics": m})
+
+
 def confidence(out_root):
     """Issue 28.3: fit each shipped checkpoint's confidence on val (its README command's settings, --calibrate
     writes the tables into the checkpoint), then score the test split with the same settings: reliability and ECE."""
@@ -323,16 +353,21 @@ def main(args):
     if args.export:
         return export(*args.export)
     if args.list:
-        print("\n".join(list(RECIPES) + ["baselines", "sampler", "assign", "ensemble", "ensemble-readme", "one-call",
-                                          "one-call-val", "confidence", "confidence-evidence", "symmetry", "transfer",
-                                          "throughput", "loader"]))
+        print("\n".join(list(RECIPES) + GROUPS))
         return
     for name in args.names:
         if name in RECIPES:
             run_recipe(name, args.out, args.score_only)
+        elif name in ("compute-val", "compute-test"):
+            compute(args.out, name.split("-")[1])
+        elif name == "gpu-record":
+            record_gpu(os.path.join(ROOT, "runs", "gpu", "gpu-rows.json"))
+        elif name == "baselines-val":                     # issue 29's goal is chosen against MGC on val
+            for setting in IMAGE_VAL_BASELINES:
+                image_baselines(*setting, split="val")
         elif name == "baselines":
             for setting in IMAGE_BASELINES:
-                image_baselines(*setting, int(TEST_PUZZLES))
+                image_baselines(*setting)
             for setting in VIDEO_BASELINES:
                 video_baselines(*setting, int(TEST_PUZZLES))
         elif name == "sampler":

@@ -91,6 +91,9 @@ RECIPES = {
     "image-photos-3x3-mix-val": ("train_image.py", MIXED + ["--eval-every", "2000", "--max-steps", "6000"], VAL_TEST),
     "image-photos-3x3-mix-val-seed1": ("train_image.py", MIXED + ["--seed", "1", "--eval-every", "2000", "--max-steps",
                                                                   "6000"], VAL_TEST),
+    # issue 29, lever 2: a convolutional stem (two stride-2 3x3 convolutions, then the linear layer's shape)
+    "image-photos-3x3-mix-val-conv": ("train_image.py", MIXED + ["--stem", "conv", "--eval-every", "2000",
+                                                                 "--max-steps", "6000"], VAL_TEST),
     "image-photos-3x3-mix-scale0.15": ("train_image.py", MIXED + ["--crop-scale", "0.15", "1.0", "--eval-every", "2000",
                                                                   "--max-steps", "6000"], VAL_TEST),
     "image-photos-3x3-mix-batch128": ("train_image.py", with_flag(MIXED, "--batch-size", "128") + [
@@ -179,6 +182,9 @@ IMAGE_BASELINES += [("shapes", None, (3, 3), 24, 0, 0, 1)] + [("shapes", None, (
 IMAGE_BASELINES += [("folder", PHOTOS, (3, 3), piece, gap, k, PHOTO_PASSES)
                     for piece, gap, k in [(24, 0, 0), (24, 8, 0), (24, 8, 1), (24, 8, 2), (24, 8, 3),
                                           (64, 0, 0), (64, 21, 0), (64, 21, 1), (64, 21, 2), (64, 21, 3)]]
+# the photo settings of the shipped models on the val split (python -m bench baselines-val): issue 29's goal is set
+# against MGC on val
+IMAGE_VAL_BASELINES = [("folder", PHOTOS, (3, 3), 24, gap, 0, PHOTO_PASSES) for gap in (0, 8)]
 # (dataset, data dir, pieces, frames per piece, frame size px)
 VIDEO_BASELINES = [("digits", None, 5, 4, 32), ("digits", None, 10, 2, 32)]
 VIDEO_BASELINES += [("movingmnist", MNIST, p, f, 32) for p, f in [(5, 4), (10, 2), (20, 1)]]
@@ -245,6 +251,13 @@ TRANSFER = {f"image-photos-3x3-gap on shapes, missing {k}": ["--dataset", "shape
 CONFIDENCE = [("image-shapes-3x3", ["--sampler", "ddim"]),              # (the sweep adds --seed 1)
               ("image-photos-3x3", ["--sampler", "ddim", *REPEATS]),
               ("image-photos-3x3-gap", ["--missing", "0", "--samples", "32", *REPEATS])]
+
+# compute (issue 29 lever 4, issue 30.3): the shipped photo recipe's flags at 10x the batch (640) on a lent H200
+# (bench/gpu.py: data-bound at about 11 steps/s, so 2342 steps = 1.5M puzzles in 3.8 minutes, as many puzzles as the
+# CPU recipe's 24000 x 64) and its gap-8 fine-tune (754 steps at batch 640), trained on the 183 training photos (val
+# held out). Scored with the shipped models' README commands on val, then test once (python -m bench compute)
+COMPUTE = {"image-photos-3x3-gpu": ("runs/gpu/image-photos-3x3-gpu.pt", CONFIDENCE[1][1]),
+           "image-photos-3x3-gap-gpu": ("runs/gpu/image-photos-3x3-gap-gpu.pt", CONFIDENCE[2][1])}
 
 # a puzzle's exact symmetries at solve time (issue 29, lever 3: sample.py --symmetries), against as many independent
 # samples (the same network calls), chosen on val (the photo models trained on their val photos), then test once
