@@ -99,7 +99,6 @@ class DiTConfig:
     depth: int = 4
     heads: int = 4
     mlp_dim: int = 512
-    stem: str = "linear"      # a patch's token: "linear" (the paper's ViT) or "conv" (dit.ConvStem; not in the paper)
 
 
 @dataclass
@@ -129,8 +128,6 @@ MODELS = {"image": DiTConfig, "video": UNetConfig}
 # training-only fields of levers since removed (bench/notes.md, "Removed levers"): checkpoints that have them load
 # without them (sampling never read them)
 RETIRED = {"color_jitter", "rotate"}
-# fields added after checkpoints were written, with the value those checkpoints were trained with
-ADDED = {"stem": "linear"}
 
 
 # ----------------------------------------------------------------------------
@@ -208,11 +205,9 @@ def _check_keys(d, want, where, path):
 
 
 def _typed(cls, d, where, path):
-    """cls(**d), lists back to tuples, after checking that d's keys are cls's fields (RETIRED ones dropped, ADDED
-    ones filled in)."""
+    """cls(**d), lists back to tuples, after checking that d's keys are cls's fields (RETIRED ones dropped)."""
     names = {f.name for f in fields(cls)}
     if isinstance(d, dict):
-        d = {**{k: v for k, v in ADDED.items() if k in names},
-             **{k: v for k, v in d.items() if k in names or k not in RETIRED}}
+        d = {k: v for k, v in d.items() if k in names or k not in RETIRED}
     _check_keys(d, names, where, path=path)
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})

@@ -50,30 +50,6 @@ class TimestepEmbedder(nn.Module):
         return self.mlp(torch.cat([args.cos(), args.sin()], dim=-1))
 
 
-class ConvStem(nn.Module):
-    """
-    A patch's token through two 3x3 convolutions of stride 2 (GELU after each), then a linear layer: early
-    convolutions, a ViT's inductive bias for small data (Xiao et al. 2021). Not in the paper (`--stem conv`; the
-    paper's ViT embeds a patch with one linear layer). The flattened feature map is as wide as the patch's pixels,
-    so the final linear layer has the linear stem's shape. (B, L, C*p*p) -> (B, L, D); p divisible by 4.
-    """
-
-    def __init__(self, channels, patch, dim):
-        super().__init__()
-        if patch % 4:
-            raise ValueError(f"--stem conv needs a patch size divisible by 4, got {patch}")
-        self.channels, self.patch = channels, patch
-        width = 16 * channels                                         # (p/4)^2 * 16c = c * p * p features
-        self.convs = nn.Sequential(nn.Conv2d(channels, width // 2, 3, 2, 1), nn.GELU(),
-                                   nn.Conv2d(width // 2, width, 3, 2, 1), nn.GELU())
-        self.proj = nn.Linear(channels * patch * patch, dim)
-
-    def forward(self, x):                                             # (B, L, C*p*p)
-        b, l, _ = x.shape
-        x = self.convs(x.reshape(b * l, self.channels, self.patch, self.patch))   # (B*L, 16C, p/4, p/4)
-        return self.proj(x.reshape(b, l, -1))                         # (B, L, D)
-
-
 # ----------------------------------------------------------------------------
 # Core DiT model
 # ----------------------------------------------------------------------------
@@ -144,8 +120,7 @@ class DiT(nn.Module):
             raise ValueError(f"hidden size {cfg.hidden} must be divisible by {cfg.heads} heads")
         p, d = cfg.patch_size, cfg.hidden
         self.tokens_per_side = cfg.piece_size // p
-        self.patch_embed = nn.Linear(cfg.in_channels * p * p, d) if cfg.stem == "linear" else \
-            ConvStem(cfg.in_channels, p, d)
+        self.patch_embed = nn.Linear(cfg.in_channels * p * p, d)
         self.token_pos = nn.Parameter(torch.zeros(1, 1, self.tokens_per_side ** 2, d))  # token's place in its piece
         self.code_embed = nn.Sequential(nn.Linear(cfg.code_dim, d), nn.SiLU(), nn.Linear(d, d))  # noisy code -> token
         self.flag_embed = nn.Embedding(4, d)                      # given/missing content x free/anchored position

@@ -26,15 +26,13 @@ from puzzles import DATASETS, collate, parse_grid
 from training import train
 
 # piece size and gap when the flags are left out: the usual protocol of each dataset
-STEMS = {"linear": "one linear layer (the paper's ViT)",
-         "conv": "two stride-2 3x3 convolutions, then linear (early convolutions; not in the paper)"}
 DATASET_DEFAULTS = {"shapes": (16, 0), "folder": (64, 0), "imagenet": (64, 0), "jpwleg3": (96, 48)}
 DEFAULTS = TrainConfig(batch_size=64, lr=2e-3, weight_code=1.0, weight_content=0.1)
 # every setting a flag can leave out, with the tiny CPU recipe's value (piece_size, gap: DATASET_DEFAULTS; patch_size
 # None: the largest divisor of the piece size up to the model's patch; epochs None: --max-steps counts)
 SCRIPT_DEFAULTS = {"grid": "3", "piece_size": None, "gap": None, "crop_scale": [0.3, 1.0], "mix_shapes": 0.0,
-                   "missing": 0, "anchor": False, "model": "tiny", "patch_size": None, "stem": "linear",
-                   "prediction": "x0", "epochs": None, **asdict(DEFAULTS)}
+                   "missing": 0, "anchor": False, "model": "tiny", "patch_size": None, "prediction": "x0",
+                   "epochs": None, **asdict(DEFAULTS)}
 
 
 def puzzle_config(args):
@@ -57,14 +55,12 @@ def puzzle_config(args):
     return puzzle
 
 
-def model_config(name, piece, patch, stem="linear"):
-    """The DiT config of --model for --piece-size pieces cut into --patch-size patches, embedded by --stem."""
-    cfg = replace(CONFIGS[name], piece_size=piece, stem=stem)
+def model_config(name, piece, patch):
+    """The DiT config of --model for --piece-size pieces cut into --patch-size patches."""
+    cfg = replace(CONFIGS[name], piece_size=piece)
     patch = patch or max(d for d in range(1, min(cfg.patch_size, piece) + 1) if piece % d == 0)
     if piece % patch:
         raise UserError(f"--patch-size {patch} must divide --piece-size {piece}")
-    if stem == "conv" and patch % 4:
-        raise UserError(f"--stem conv needs a --patch-size divisible by 4, got {patch}")
     return replace(cfg, patch_size=patch)
 
 
@@ -90,7 +86,7 @@ def make_config(args):
                                 "--max-steps")
             args.max_steps = steps_of_epochs(args.epochs, files, args.batch_size)
             sources["max_steps"] = f"{args.epochs} epochs of {files} training images at batch {args.batch_size}"
-    config = Config(puzzle=puzzle, model=model_config(args.model, puzzle.piece_size, args.patch_size, args.stem),
+    config = Config(puzzle=puzzle, model=model_config(args.model, puzzle.piece_size, args.patch_size),
                     train=train_config(args), prediction=args.prediction)
     args.patch_size = config.model.patch_size                       # the one chosen when left out
     return config, settings_line({k: getattr(args, k) for k in sources if getattr(args, k) is not None}, sources)
@@ -129,8 +125,6 @@ def get_parser():
     p.add_argument("--patch-size", type=positive,
                    help="ViT patch side in pixels, must divide the piece size (default: the largest divisor of "
                         "the piece size up to the model's patch size)")
-    p.add_argument("--stem", choices=STEMS, help="how a patch becomes a token: " +
-                   "; ".join(f"{k}: {v}" for k, v in STEMS.items()) + " (default linear)")
     p.add_argument("--anchor", action=argparse.BooleanOptionalAction, default=None,
                    help="give the model the true position of the first shuffled piece (a random cell; the paper's "
                         "anchoring; default off)")

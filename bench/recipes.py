@@ -91,9 +91,6 @@ RECIPES = {
     "image-photos-3x3-mix-val": ("train_image.py", MIXED + ["--eval-every", "2000", "--max-steps", "6000"], VAL_TEST),
     "image-photos-3x3-mix-val-seed1": ("train_image.py", MIXED + ["--seed", "1", "--eval-every", "2000", "--max-steps",
                                                                   "6000"], VAL_TEST),
-    # issue 29, lever 2: a convolutional stem (two stride-2 3x3 convolutions, then the linear layer's shape)
-    "image-photos-3x3-mix-val-conv": ("train_image.py", MIXED + ["--stem", "conv", "--eval-every", "2000",
-                                                                 "--max-steps", "6000"], VAL_TEST),
     "image-photos-3x3-mix-scale0.15": ("train_image.py", MIXED + ["--crop-scale", "0.15", "1.0", "--eval-every", "2000",
                                                                   "--max-steps", "6000"], VAL_TEST),
     "image-photos-3x3-mix-batch128": ("train_image.py", with_flag(MIXED, "--batch-size", "128") + [
