@@ -153,10 +153,10 @@ def image_baselines(dataset, data_dir, grid, piece, gap, missing, repeats, split
     rng = np.random.default_rng(0)
     preds, true, given = {name: [] for name in ["random", *IMAGE_SOLVERS]}, [], []
     for seed in range(1, repeats + 1):
-        test = kinds.of(ImageConfig(dataset, data_dir, grid, piece, gap, missing)).puzzles(split, seed)
-        count = min(int(TEST_PUZZLES), len(test))
+        puzzles = kinds.of(ImageConfig(dataset, data_dir, grid, piece, gap, missing)).puzzles(split, seed)
+        count = min(int(TEST_PUZZLES), len(puzzles))
         for i in tqdm(range(count), desc=f"baselines {dataset} {grid[0]}x{grid[1]} (seed {seed})"):
-            it = test[i]
+            it = puzzles[i]
             pieces = ((it["content"].numpy() + 1) / 2).transpose(0, 2, 3, 1)         # (N, P, P, C) in [0, 1]
             g = ~it["missing"].numpy()
             preds["random"].append(np.where(g, random_positions(n, rng), -1))
@@ -265,18 +265,21 @@ def compute(out_root, split):
 
 def record_gpu(path):
     """The rows of a lent-GPU session (bench/gpu.py's gpu-rows.json, fetched into `path`), each marked with its
-    device."""
+    device and the command that made it."""
     with open(path) as f:
         rows = json.load(f)
     where = {"machine": f"1 {rows['device']} + 16 CPU cores (torch {rows['torch']})"}
-    run = "python -m bench.gpu --photos .photos --out $OUT --photo-seconds 200 --gap-seconds 60"
-    for part, what in (("imagenet", "the design card command, python train_image.py --dataset imagenet --grid 3 "
-                                    "--workers 14 (paper settings) on 320 generated pictures, then sample.py"),
-                       ("photos", "the photo recipe (MIXED) at batch 640, steps timed to 200 s"),
-                       ("gap", "its gap-8 fine-tune at batch 640, steps timed to 60 s")):
-        save_result(f"gpu {part} ({rows['device']})", {**where, "group": "gpu", "command": f"{run} ({what})",
-                                                       "train_minutes": rows[part]["minutes"], "metrics": rows[part]})
-    for key, m in rows["throughput"].items():
+    run = rows.get("command", "python -m bench.gpu --photos .photos --out $OUT --runs /tmp/runs --photo-seconds 200 "
+                              "--gap-seconds 60")
+    for part, what in (("imagenet", "python train_image.py --dataset imagenet --grid 3 --workers 14 on 320 generated "
+                                    "pictures (the paper table, bf16), then sample.py"),
+                       ("photos", "the photo recipe (MIXED) at batch 640, steps timed to --photo-seconds"),
+                       ("gap", "its gap-8 fine-tune at batch 640, steps timed to --gap-seconds")):
+        if part in rows:
+            save_result(f"gpu {part} ({rows['device']})", {**where, "group": "gpu", "command": f"{run} ({what})",
+                                                           "train_minutes": rows[part]["minutes"],
+                                                           "metrics": rows[part]})
+    for key, m in rows.get("throughput", {}).items():
         save_result(f"{key} ({rows['device']})", {**where, "group": "throughput", "command": f"{run} (throughput)",
                                                   "train_minutes": 0.0, "metrics": m})
 
@@ -309,7 +312,8 @@ def render():
              "rows on the 39 test photos are the mean of 8 passes over them (`--repeats 8`: seeds 1-8), except those "
              "marked (1 pass), scored before `--repeats` existed. Wall minutes include the end-of-training accuracy "
              "check. Machines are noisy: one run each.", ""]
-    titles = {"recipes": "Recipes (train + score)", "baselines": "Non-learned baselines (same test puzzles)",
+    titles = {"recipes": "Recipes (train + score)",
+              "baselines": "Non-learned baselines (the recipes' test puzzles; `val` rows: their val puzzles)",
               "sampler": "Sampler: one call and DDIM steps against DDPM-1000 (image-3x3 checkpoint, shipped as "
                          "`checkpoints/image-shapes-3x3.pt`)",
               "one-call": "One network call (`--steps 1`) on the video recipe rows' test clips (shipped checkpoints)",
@@ -321,7 +325,11 @@ def render():
               "ensemble": "Ensembles: K samples of the codes per puzzle, assigned on their mean distance",
               "transfer": "The shipped photo gap model on built-in shapes (24 px pieces in 32 px cells)",
               "throughput": "Throughput (DiT on 3x3 puzzles, U-Net on 5 x 4 or 8 x 4 pieces; batch as listed)",
-              "loader": "Data loading (the ImageNet protocol on the photo folder, images per second)"}
+              "loader": "Data loading (the ImageNet protocol on the photo folder, images per second)",
+              "symmetry": "Symmetries at solve time (issue 29, lever 3): `--symmetries` against as many samples",
+              "quickstart": "Quickstart levers (issue 29, lever 5): one change each, 200 val puzzles, DDPM-50",
+              "compute": "Compute (issue 29, lever 4): photo models trained on a lent H200, scored here",
+              "gpu": "The lent-GPU session (`bench/gpu.py`, issue 30): training runs on the device"}
     for group, title in titles.items():
         rows = {k: v for k, v in results.items() if v["group"] == group}
         if not rows:

@@ -250,11 +250,13 @@ CONFIDENCE = [("image-shapes-3x3", ["--sampler", "ddim"]),              # (the s
               ("image-photos-3x3-gap", ["--missing", "0", "--samples", "32", *REPEATS])]
 
 # compute (issue 29 lever 4, issue 30.3): the shipped photo recipe's flags at 10x the batch (640) on a lent H200
-# (bench/gpu.py: data-bound at about 11 steps/s, so 2342 steps = 1.5M puzzles in 3.8 minutes, as many puzzles as the
+# (bench/gpu.py: about 11 steps/s with 15 loader processes, so 2342 steps = 1.5M puzzles in 3.8 minutes, as many as the
 # CPU recipe's 24000 x 64) and its gap-8 fine-tune (754 steps at batch 640), trained on the 183 training photos (val
-# held out). Scored with the shipped models' README commands on val, then test once (python -m bench compute)
-COMPUTE = {"image-photos-3x3-gpu": ("runs/gpu/image-photos-3x3-gpu.pt", CONFIDENCE[1][1]),
-           "image-photos-3x3-gap-gpu": ("runs/gpu/image-photos-3x3-gap-gpu.pt", CONFIDENCE[2][1])}
+# held out). Scored with the shipped models' README commands on val (python -m bench compute-val; compute-test scores
+# the test photos, for a model worth shipping)
+README_FLAGS = dict(CONFIDENCE)
+COMPUTE = {"image-photos-3x3-gpu": ("runs/gpu/image-photos-3x3-gpu.pt", README_FLAGS["image-photos-3x3"]),
+           "image-photos-3x3-gap-gpu": ("runs/gpu/image-photos-3x3-gap-gpu.pt", README_FLAGS["image-photos-3x3-gap"])}
 
 # a puzzle's exact symmetries at solve time (issue 29, lever 3: sample.py --symmetries), against as many independent
 # samples (the same network calls), chosen on val (the photo models trained on their val photos), then test once
