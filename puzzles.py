@@ -153,7 +153,8 @@ class ImagePuzzles(torch.utils.data.Dataset):
     "val" or "test"; sources.split_files); everything random about it comes from np.random.default_rng([seed,
     split, i]). Returns dict(content (N, 3, P, P) in [-1, 1], true_pos (N,) the true position of each shuffled
     piece, missing (N,) bool). Training puzzles: 0..missing pieces missing, pieces at random places in their cells,
-    fresh zoomed views of a photo folder (`crop_scale`), a `mix_shapes` fraction of built-in shapes; val and test
+    fresh zoomed views of a photo folder (`crop_scale`), a `mix_shapes` fraction of built-in shapes (the built-in
+    stream alone: in mirrored pairs, `mirrored_pair`); val and test
     puzzles: exactly `missing`, centred pieces, whole photos.
     """
 
@@ -165,6 +166,7 @@ class ImagePuzzles(torch.utils.data.Dataset):
         self.files = None if cfg.dataset == "shapes" else split_files(
             cfg.data_dir, split, cfg.dataset, lister=list_images, what="images", exts=IMAGE_EXTS)
         self.skipped = set()
+        self.last_picture = (None, None)                           # (pair k, picture): mirrored_pair's
 
     def __len__(self):
         """Training streams are endless (every visit of a file is a fresh crop); a test split is one per file."""
@@ -178,9 +180,24 @@ class ImagePuzzles(torch.utils.data.Dataset):
         """Position i's (H, W, 3) float image at the grid's size: built-in shapes or a photo (training: a new view)."""
         cell = self.cfg.piece_size + self.cfg.gap
         h, w = self.cfg.grid[0] * cell, self.cfg.grid[1] * cell
+        if self.files is None and self.train:
+            return self.mirrored_pair(i, h, w)
         if self.files is None or (self.mix_shapes and rng.random() < self.mix_shapes):
             return shapes_image(rng, h, w)
         return self.photo(i, rng, h, w)
+
+    def mirrored_pair(self, i, h, w):
+        """
+        A training picture of the built-in stream: stream positions 2k and 2k+1 share one picture, drawn from its own
+        generator, the second mirrored left-right (another picture of the same kind, with other cuts, shuffles and
+        noise). Drawing half as many pictures keeps one data worker ahead of a CPU training step (bench/notes.md);
+        the last picture is kept, so the pair costs one drawing when one process makes both.
+        """
+        k = i // 2
+        if self.last_picture[0] != k:
+            self.last_picture = (k, shapes_image(np.random.default_rng([self.seed, SPLITS[self.split], k, 1]), h, w))
+        img = self.last_picture[1]
+        return np.ascontiguousarray(img[:, ::-1]) if i % 2 else img
 
     def photo(self, i, rng, h, w):
         """Photo i sized to (h, w), or the next usable one: unreadable or too small files are skipped and counted."""

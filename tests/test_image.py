@@ -63,6 +63,18 @@ def test_parse_grid():
             parse_grid(bad)
 
 
+def test_shapes_training_pictures_come_in_mirrored_pairs():
+    """Built-in training positions 2k and 2k+1 share a picture, the second mirrored; a fresh dataset draws the same
+    picture for 2k+1 without having drawn 2k; val and test pictures are drawn one per position, as before."""
+    cfg = ImageConfig(grid=(3, 3), piece_size=8)
+    train, fresh = ImagePuzzles(cfg, "train", seed=0), ImagePuzzles(cfg, "train", seed=0)
+    rng = np.random.default_rng(0)
+    assert np.array_equal(fresh.source(7, rng), train.source(6, rng)[:, ::-1])
+    assert not np.array_equal(train.source(8, rng), train.source(6, rng))
+    test = ImagePuzzles(cfg, "test", seed=0)
+    assert np.array_equal(test.source(3, np.random.default_rng(5)), shapes_image(np.random.default_rng(5), 24, 24))
+
+
 def test_shapes_dataset_deterministic_and_disjoint():
     cfg = ImageConfig(grid=(3, 3), piece_size=8, missing=2, anchor=True)
     a, b, t = kinds.of(cfg).puzzles("train", 0), ImagePuzzles(cfg, "train", 0), kinds.of(cfg).puzzles("test", 0)
