@@ -36,6 +36,8 @@ class ImageConfig:
     anchor: bool = False                     # the true code of the first shuffled piece is given (paper's anchoring)
     crop_scale: Tuple[float, float] = (0.3, 1.0)  # folder, training: side of a random view, of the largest box
     mix_shapes: float = 0.0                  # folder/imagenet, training: this fraction of puzzles are built-in shapes
+    mix_pictures: str = "shapes"             # which built-in pictures those are (puzzles.MIX_PICTURES)
+    paired_pictures: bool = False            # shapes, training: positions 2k, 2k+1 share a picture, mirrored
 
     kind: ClassVar[str] = "image"
 
@@ -128,6 +130,8 @@ MODELS = {"image": DiTConfig, "video": UNetConfig}
 # training-only fields of levers since removed (bench/notes.md, "Removed levers"): checkpoints that have them load
 # without them (sampling never read them)
 RETIRED = {"color_jitter", "rotate"}
+# fields added after checkpoints were written, with the value those checkpoints were trained with
+ADDED = {"mix_pictures": "shapes", "paired_pictures": False}
 
 
 # ----------------------------------------------------------------------------
@@ -205,9 +209,11 @@ def _check_keys(d, want, where, path):
 
 
 def _typed(cls, d, where, path):
-    """cls(**d), lists back to tuples, after checking that d's keys are cls's fields (RETIRED ones dropped)."""
+    """cls(**d), lists back to tuples, after checking that d's keys are cls's fields (RETIRED ones dropped, ADDED ones
+    filled in)."""
     names = {f.name for f in fields(cls)}
     if isinstance(d, dict):
-        d = {k: v for k, v in d.items() if k in names or k not in RETIRED}
+        d = {**{k: v for k, v in ADDED.items() if k in names},
+             **{k: v for k, v in d.items() if k in names or k not in RETIRED}}
     _check_keys(d, names, where, path=path)
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})

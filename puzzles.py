@@ -43,7 +43,7 @@ from sources import (
     require_backend,
     split_files,
 )
-from synthetic import moving_digits, shapes_image
+from synthetic import leaves_image, moving_digits, shapes_image
 
 SPLITS = {"train": 0, "test": 1, "val": 2}              # each split its own seeded stream
 ENDLESS = 2 ** 62                                          # length of an unlimited stream (built-in data)
@@ -147,14 +147,19 @@ DATASETS = {
 }
 
 
+# the built-in pictures that --mix-shapes mixes into a photo stream (--mix-pictures)
+MIX_PICTURES = {"shapes": shapes_image, "leaves": leaves_image}
+
+
 class ImagePuzzles(torch.utils.data.Dataset):
     """
     Stream of image puzzles of a config.ImageConfig `cfg`. Item `i` is stream position i of the split ("train",
     "val" or "test"; sources.split_files); everything random about it comes from np.random.default_rng([seed,
-    split, i]). Returns dict(content (N, 3, P, P) in [-1, 1], true_pos (N,) the true position of each shuffled
-    piece, missing (N,) bool). Training puzzles: 0..missing pieces missing, pieces at random places in their cells,
-    fresh zoomed views of a photo folder (`crop_scale`), a `mix_shapes` fraction of built-in shapes (the built-in
-    stream alone: in mirrored pairs, `mirrored_pair`); val and test
+    split, i]) (a paired built-in training picture: from its pair's generator, `paired_picture`). Returns
+    dict(content (N, 3, P, P) in [-1, 1], true_pos (N,) the true position of each shuffled piece, missing (N,) bool).
+    Training puzzles: 0..missing pieces missing, pieces at random places in their cells, fresh zoomed views of a
+    photo folder (`crop_scale`), a `mix_shapes` fraction of built-in pictures (`mix_pictures`), and on the built-in
+    stream alone, with `paired_pictures`, one picture per two puzzles, the second mirrored; val and test
     puzzles: exactly `missing`, centred pieces, whole photos.
     """
 
@@ -166,7 +171,7 @@ class ImagePuzzles(torch.utils.data.Dataset):
         self.files = None if cfg.dataset == "shapes" else split_files(
             cfg.data_dir, split, cfg.dataset, lister=list_images, what="images", exts=IMAGE_EXTS)
         self.skipped = set()
-        self.last_picture = (None, None)                           # (pair k, picture): mirrored_pair's
+        self.last_picture = (None, None)                           # (pair k, picture): paired_picture's
 
     def __len__(self):
         """Training streams are endless (every visit of a file is a fresh crop); a test split is one per file."""
@@ -180,23 +185,28 @@ class ImagePuzzles(torch.utils.data.Dataset):
         """Position i's (H, W, 3) float image at the grid's size: built-in shapes or a photo (training: a new view)."""
         cell = self.cfg.piece_size + self.cfg.gap
         h, w = self.cfg.grid[0] * cell, self.cfg.grid[1] * cell
-        if self.files is None and self.train:
-            return self.mirrored_pair(i, h, w)
-        if self.files is None or (self.mix_shapes and rng.random() < self.mix_shapes):
+        if self.files is None and self.train and self.cfg.paired_pictures:
+            return self.paired_picture(i, h, w)
+        if self.files is None:
             return shapes_image(rng, h, w)
+        if self.mix_shapes and rng.random() < self.mix_shapes:
+            return MIX_PICTURES[self.cfg.mix_pictures](rng, h, w)
         return self.photo(i, rng, h, w)
 
-    def mirrored_pair(self, i, h, w):
+    def paired_picture(self, i, h, w):
         """
-        A training picture of the built-in stream: stream positions 2k and 2k+1 share one picture, drawn from its own
-        generator, the second mirrored left-right (another picture of the same kind, with other cuts, shuffles and
-        noise). Drawing half as many pictures keeps one data worker ahead of a CPU training step (bench/notes.md);
-        the last picture is kept, so the pair costs one drawing when one process makes both.
+        A training picture of the built-in stream with `paired_pictures`: stream positions 2k and 2k+1 share one
+        picture, the second mirrored left-right; each puzzle keeps its own piece order (and the training loop its own
+        diffusion noise). Drawing half as many pictures keeps one data worker ahead of a CPU training step
+        (bench/notes.md, "Issue 29, second session"); the last picture is kept, so a pair costs one drawing when one
+        process makes both. The picture's generator is seeded [seed, split, k, 1]: the trailing 1 keeps it apart
+        from position k's own generator [seed, split, k] (numpy pads a shorter seed with zeros).
         """
-        k = i // 2
-        if self.last_picture[0] != k:
-            self.last_picture = (k, shapes_image(np.random.default_rng([self.seed, SPLITS[self.split], k, 1]), h, w))
-        img = self.last_picture[1]
+        k, (have, img) = i // 2, self.last_picture
+        if have != k:
+            img = shapes_image(np.random.default_rng([self.seed, SPLITS[self.split], k, 1]), h, w)
+            img.setflags(write=False)                              # shared by the pair: never edited in place
+            self.last_picture = (k, img)
         return np.ascontiguousarray(img[:, ::-1]) if i % 2 else img
 
     def photo(self, i, rng, h, w):

@@ -62,7 +62,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))      # the re
 RESULTS = os.path.join(ROOT, "bench", "results.json")
 GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemble-readme", "one-call", "one-call-val",
           "confidence", "confidence-evidence", "symmetry", "compute-val", "compute-test", "gpu-record", "transfer",
-          "throughput", "loader"]                                   # what `python -m bench NAME` runs besides recipes
+          "throughput", "loader", "loader-quickstart"]          # what `python -m bench NAME` runs besides recipes
 
 
 def load_results():
@@ -301,7 +301,7 @@ def fmt(m):
     eces = "".join(f", {part} ECE {conf[part]['ece']:.3f}" for part in ("piece", "puzzle") if part in conf)
     keys = ["piece_acc", "puzzle_acc", "kendall", "exact", "kendall_set", "exact_set", "kendall_rev", "sec_per_puzzle",
             "steps_per_s", "gflop_per_step", "tflop_per_s", "mfu", "puzzles_per_s_ddim50", "images_per_s", "workers",
-            "batch", "params_M", "auroc_sampled", "auroc_mean"]
+            "batch", "params_M", "auroc_sampled", "auroc_mean", "ms_per_batch64", "ms_per_step", "threads"]
     return ", ".join(f"{k} {m[k]:.4g}" for k in keys if k in m) + eces
 
 
@@ -410,11 +410,11 @@ def main(args):
             for key, metrics in measure(resolve_device(args.device)).items():
                 save_result(key, {"group": "throughput", "train_minutes": 0.0, "metrics": metrics,
                                   "command": shown(["-m", "bench", "throughput", "--device", args.device])})
-        elif name == "loader":
-            from bench.loader import measure
-            for key, metrics in measure(PHOTOS).items():
+        elif name in ("loader", "loader-quickstart"):
+            from bench.loader import measure, quickstart_pace
+            for key, metrics in (measure(PHOTOS) if name == "loader" else quickstart_pace()).items():
                 save_result(key, {"group": "loader", "train_minutes": 0.0, "metrics": metrics,
-                                  "command": shown(["-m", "bench", "loader"])})
+                                  "command": shown(["-m", "bench", name])})
         else:
             sys.exit(f"error: unknown benchmark {name!r}; see python -m bench --list")
     render()

@@ -4,16 +4,25 @@ cut 3x3 pieces of 64 px) on a photo folder: training images per second with 0 (i
 DataLoader workers; and the decode alone with and without Pillow's reduced-scale JPEG decoding (sources.fit_image).
 
     python -m bench loader                         # ../shared/data/photos, workers 0, 1 and all cores
+    OMP_NUM_THREADS=1 python -m bench loader-quickstart   # the Quickstart's pace: its data worker against its model
+
+The Quickstart's pace: one process making batches of 64 built-in 3x3 puzzles (16 px pieces), one picture per puzzle
+and with --paired-pictures, against one training step of its tiny DiT on one thread (puzzle_loss, backward, AdamW).
 """
 import os
 import time
+from dataclasses import replace
 
 import numpy as np
 import torch
 from PIL import Image
 
+import kinds
 from config import ImageConfig
-from puzzles import ImagePuzzles
+from diffusion import GaussianDiffusion
+from dit import CONFIGS
+from jpdvt import given_codes, puzzle_loss
+from puzzles import ImagePuzzles, collate
 from sources import fit_image
 
 
@@ -51,4 +60,33 @@ def measure(data_dir, images=256):
     for draft in (True, False):
         rows[f"decode + fit 192px, 1 process, {'draft' if draft else 'full JPEG decode'}"] = {
             "images_per_s": decodes_per_second(files, 192, draft), "workers": 0}
+    return rows
+
+
+def quickstart_pace(batches=10, steps=20):
+    """Rows: ms per batch of 64 built-in training puzzles in one process (one picture each, and paired), and ms per
+    training step of the tiny DiT on such a batch (median of `steps`, after 5 warm-up steps)."""
+    rows = {}
+    for paired in (False, True):
+        data = ImagePuzzles(ImageConfig(paired_pictures=paired), "train", seed=0)
+        t = time.time()
+        for i in range(64, 64 * (batches + 1)):
+            data[i]
+        rows[f"loader quickstart built-in 3x3 16px, 1 process, {'paired' if paired else 'one picture each'}"] = {
+            "ms_per_batch64": (time.time() - t) / batches * 1000, "workers": 0}
+    kind = kinds.of(ImageConfig())
+    batch = collate([data[i] for i in range(64)])
+    table, diffusion = kind.table(), GaussianDiffusion(1000, "x0")
+    torch.manual_seed(0)
+    model = kind.network(replace(CONFIGS["tiny"], piece_size=16, patch_size=16))
+    opt, given, times = torch.optim.AdamW(model.parameters()), given_codes(batch, kind.anchored), []
+    for _ in range(steps + 5):
+        t = time.time()
+        loss = puzzle_loss(model, diffusion, batch, table=table, given=given, weights=None)["loss"]
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        times.append(time.time() - t)
+    rows["model step tiny DiT, batch 64, 1 thread"] = {"ms_per_step": float(np.median(times[5:])) * 1000,
+                                                      "threads": torch.get_num_threads()}
     return rows

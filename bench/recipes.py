@@ -12,7 +12,9 @@ TEST_PUZZLES = "200"
 # Training recipes: name -> (training script, training flags, evaluations: list of extra sample.py flags)
 # ----------------------------------------------------------------------------
 
-IMAGE_3X3 = ["--grid", "3", "--patch-size", "16", "--batch-size", "64", "--lr", "2e-3"]
+# the built-in recipes were trained with one picture per puzzle, before --paired-pictures (the Quickstart's default)
+ONE_PICTURE = ["--no-paired-pictures"]
+IMAGE_3X3 = ["--grid", "3", "--patch-size", "16", "--batch-size", "64", "--lr", "2e-3", *ONE_PICTURE]
 SHORT = ["--max-steps", "1500"]      # comparison rows: ~7 minutes each on 2 cores
 PHOTOS = "../shared/data/photos"     # real photographs (train/ and test/), read in place
 MNIST = "../shared/data/mnist"       # the MNIST IDX files, Moving MNIST is generated from them
@@ -91,6 +93,9 @@ RECIPES = {
     "image-photos-3x3-mix-val": ("train_image.py", MIXED + ["--eval-every", "2000", "--max-steps", "6000"], VAL_TEST),
     "image-photos-3x3-mix-val-seed1": ("train_image.py", MIXED + ["--seed", "1", "--eval-every", "2000", "--max-steps",
                                                                   "6000"], VAL_TEST),
+    # issue 29, lever 1: pictures made for jigsaw cues (synthetic.leaves_image) as the mixed-in quarter
+    "image-photos-3x3-mix-val-leaves": ("train_image.py", MIXED + ["--mix-pictures", "leaves", "--eval-every", "2000",
+                                                                   "--max-steps", "6000"], VAL_TEST),
     "image-photos-3x3-mix-scale0.15": ("train_image.py", MIXED + ["--crop-scale", "0.15", "1.0", "--eval-every", "2000",
                                                                   "--max-steps", "6000"], VAL_TEST),
     "image-photos-3x3-mix-batch128": ("train_image.py", with_flag(MIXED, "--batch-size", "128") + [
@@ -127,7 +132,7 @@ RECIPES = {
                                      "--schedule", "cosine", "--max-steps", "3200"], [[]]),
     # shorter runs that show the effect of one option each
     "image-2x2": ("train_image.py", ["--grid", "2", "--patch-size", "16", "--batch-size", "64", "--lr", "2e-3",
-                                     "--max-steps", "800"], [[]]),
+                                     "--max-steps", "800", *ONE_PICTURE], [[]]),
     "image-3x3-short": ("train_image.py", IMAGE_3X3 + SHORT, [[]]),
     "image-3x3-short-eps": ("train_image.py", IMAGE_3X3 + SHORT + ["--prediction", "eps"], [[]]),
     "image-3x3-short-anchor": ("train_image.py", IMAGE_3X3 + SHORT + ["--anchor"], [[]]),
@@ -149,13 +154,14 @@ RECIPES = {
     # one GPU (run on a lent machine): the same recipes, larger and longer, data loading on 12 processes
     "image-3x3-gpu": ("train_image.py", ["--grid", "3", "--patch-size", "16", "--model", "small", "--batch-size",
                                          "64", "--lr", "1e-3", "--schedule", "cosine", "--max-steps", "6000",
-                                         "--workers", "12"], [[]]),
+                                         "--workers", "12", *ONE_PICTURE], [[]]),
     "video-5x4-gpu": ("train_video.py", ["--pieces", "5", "--frames-per-piece", "4", "--batch-size", "64", "--lr",
                                          "1e-3", "--schedule", "cosine", "--max-steps", "4000", "--workers", "12"],
                       [[]]),
     "image-3x3-missing-gpu": ("train_image.py", ["--grid", "3", "--patch-size", "16", "--model", "small",
                                                  "--batch-size", "64", "--lr", "1e-3", "--schedule", "cosine",
-                                                 "--max-steps", "3500", "--missing", "3", "--workers", "12"],
+                                                 "--max-steps", "3500", "--missing", "3", "--workers", "12",
+                                                 *ONE_PICTURE],
                               MISSING_0_3),
     # issue 12 item 6, for a session with a device (not yet run): the paper's photo protocol, 64 px pieces of
     # 16 tokens, in 85 px cells for gaps (21 px, 25% of the cell), small DiT

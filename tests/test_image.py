@@ -3,6 +3,7 @@ import importlib
 import json
 import re
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -64,15 +65,19 @@ def test_parse_grid():
 
 
 def test_shapes_training_pictures_come_in_mirrored_pairs():
-    """Built-in training positions 2k and 2k+1 share a picture, the second mirrored; a fresh dataset draws the same
-    picture for 2k+1 without having drawn 2k; val and test pictures are drawn one per position, as before."""
-    cfg = ImageConfig(grid=(3, 3), piece_size=8)
+    """With paired_pictures, built-in training positions 2k and 2k+1 share a picture, the second mirrored (made from
+    the cache or by a fresh dataset alike); without it, and on val and test, each position draws its own."""
+    cfg = ImageConfig(grid=(3, 3), piece_size=8, paired_pictures=True)
     train, fresh = ImagePuzzles(cfg, "train", seed=0), ImagePuzzles(cfg, "train", seed=0)
     rng = np.random.default_rng(0)
-    assert np.array_equal(fresh.source(7, rng), train.source(6, rng)[:, ::-1])
-    assert not np.array_equal(train.source(8, rng), train.source(6, rng))
-    test = ImagePuzzles(cfg, "test", seed=0)
-    assert np.array_equal(test.source(3, np.random.default_rng(5)), shapes_image(np.random.default_rng(5), 24, 24))
+    first = train.source(6, rng)
+    assert np.array_equal(train.source(7, rng), first[:, ::-1]) and np.array_equal(fresh.source(7, rng), first[:, ::-1])
+    assert not np.array_equal(train.source(8, rng), first)
+    a, b = train[6], train[7]
+    assert not torch.equal(a["true_pos"], b["true_pos"])                  # each puzzle its own piece order
+    for split, paired in (("val", True), ("test", True), ("train", False)):
+        ds = ImagePuzzles(replace(cfg, paired_pictures=paired), split, seed=0)
+        assert np.array_equal(ds.source(3, np.random.default_rng(5)), shapes_image(np.random.default_rng(5), 24, 24))
 
 
 def test_shapes_dataset_deterministic_and_disjoint():
@@ -270,3 +275,10 @@ def test_torchrun_two_cpu_processes(tmp_path):
 def test_config_round_trip():
     config = Config(puzzle=ImageConfig(grid=(2, 4), anchor=True), model=DiTConfig(piece_size=16))
     assert Config.from_dict(config.to_dict(), "x.pt") == config
+
+
+def test_older_checkpoints_load_with_the_fields_they_predate():
+    """A checkpoint written before a puzzle field existed loads with the value it was trained with (config.ADDED):
+    the shipped shapes model drew one picture per puzzle and mixed no pictures."""
+    puzzle = load_checkpoint(SHAPES_CKPT, kind="image")["config"].puzzle
+    assert (puzzle.paired_pictures, puzzle.mix_pictures) == (False, "shapes")
