@@ -36,7 +36,6 @@ class ImageConfig:
     anchor: bool = False                     # the true code of the first shuffled piece is given (paper's anchoring)
     crop_scale: Tuple[float, float] = (0.3, 1.0)  # folder, training: side of a random view, of the largest box
     mix_shapes: float = 0.0                  # folder/imagenet, training: this fraction of puzzles are built-in shapes
-    mix_pictures: str = "shapes"             # which built-in pictures those are (puzzles.MIX_PICTURES)
     paired_pictures: bool = False            # shapes, training: positions 2k, 2k+1 share a picture, mirrored
 
     kind: ClassVar[str] = "image"
@@ -131,7 +130,7 @@ MODELS = {"image": DiTConfig, "video": UNetConfig}
 # without them (sampling never read them)
 RETIRED = {"color_jitter", "rotate"}
 # fields added after checkpoints were written, with the value those checkpoints were trained with
-ADDED = {"mix_pictures": "shapes", "paired_pictures": False}
+ADDED = {"paired_pictures": False}
 
 
 # ----------------------------------------------------------------------------

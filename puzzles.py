@@ -43,7 +43,7 @@ from sources import (
     require_backend,
     split_files,
 )
-from synthetic import leaves_image, moving_digits, shapes_image
+from synthetic import moving_digits, shapes_image
 
 SPLITS = {"train": 0, "test": 1, "val": 2}              # each split its own seeded stream
 ENDLESS = 2 ** 62                                          # length of an unlimited stream (built-in data)
@@ -147,10 +147,6 @@ DATASETS = {
 }
 
 
-# the built-in pictures that --mix-shapes mixes into a photo stream (--mix-pictures)
-MIX_PICTURES = {"shapes": shapes_image, "leaves": leaves_image}
-
-
 class ImagePuzzles(torch.utils.data.Dataset):
     """
     Stream of image puzzles of a config.ImageConfig `cfg`. Item `i` is stream position i of the split ("train",
@@ -158,8 +154,8 @@ class ImagePuzzles(torch.utils.data.Dataset):
     split, i]) (a paired built-in training picture: from its pair's generator, `paired_picture`). Returns
     dict(content (N, 3, P, P) in [-1, 1], true_pos (N,) the true position of each shuffled piece, missing (N,) bool).
     Training puzzles: 0..missing pieces missing, pieces at random places in their cells, fresh zoomed views of a
-    photo folder (`crop_scale`), a `mix_shapes` fraction of built-in pictures (`mix_pictures`), and on the built-in
-    stream alone, with `paired_pictures`, one picture per two puzzles, the second mirrored; val and test
+    photo folder (`crop_scale`), a `mix_shapes` fraction of built-in shapes, and on the built-in stream alone,
+    with `paired_pictures`, one picture per two puzzles, the second mirrored; val and test
     puzzles: exactly `missing`, centred pieces, whole photos.
     """
 
@@ -187,10 +183,8 @@ class ImagePuzzles(torch.utils.data.Dataset):
         h, w = self.cfg.grid[0] * cell, self.cfg.grid[1] * cell
         if self.files is None and self.train and self.cfg.paired_pictures:
             return self.paired_picture(i, h, w)
-        if self.files is None:
+        if self.files is None or (self.mix_shapes and rng.random() < self.mix_shapes):
             return shapes_image(rng, h, w)
-        if self.mix_shapes and rng.random() < self.mix_shapes:
-            return MIX_PICTURES[self.cfg.mix_pictures](rng, h, w)
         return self.photo(i, rng, h, w)
 
     def paired_picture(self, i, h, w):

@@ -22,7 +22,7 @@ from config import Config, ImageConfig, TrainConfig
 from dit import CONFIGS
 from flags import add_train_flags, start_run, train_config
 from paper import IMAGE, paper_settings, resolve, settings_line, steps_of_epochs
-from puzzles import DATASETS, MIX_PICTURES, collate, parse_grid
+from puzzles import DATASETS, collate, parse_grid
 from training import train
 
 # piece size and gap when the flags are left out: the usual protocol of each dataset
@@ -31,7 +31,7 @@ DEFAULTS = TrainConfig(batch_size=64, lr=2e-3, max_steps=3000, weight_code=1.0, 
 # every setting a flag can leave out, with the tiny CPU recipe's value (piece_size, gap: DATASET_DEFAULTS; patch_size
 # None: the largest divisor of the piece size up to the model's patch; epochs None: --max-steps counts)
 SCRIPT_DEFAULTS = {"grid": "3", "piece_size": None, "gap": None, "crop_scale": [0.3, 1.0], "mix_shapes": 0.0,
-                   "mix_pictures": "shapes", "paired_pictures": True, "missing": 0, "anchor": False, "model": "tiny",
+                   "paired_pictures": True, "missing": 0, "anchor": False, "model": "tiny",
                    "patch_size": None, "prediction": "x0",
                    "epochs": None, **asdict(DEFAULTS)}
 
@@ -51,8 +51,7 @@ def puzzle_config(args):
         raise UserError("--dataset jpwleg3 is a 3x3 protocol; use --grid 3")
     puzzle = ImageConfig(dataset=args.dataset, data_dir=args.data_dir, grid=grid, piece_size=args.piece_size,
                          gap=args.gap, missing=args.missing, anchor=args.anchor, crop_scale=tuple(args.crop_scale),
-                         mix_shapes=args.mix_shapes, mix_pictures=args.mix_pictures,
-                         paired_pictures=args.paired_pictures)
+                         mix_shapes=args.mix_shapes, paired_pictures=args.paired_pictures)
     puzzle.check()
     return puzzle
 
@@ -121,9 +120,6 @@ def get_parser():
     p.add_argument("--mix-shapes", type=float, metavar="FRACTION",
                    help="folder/imagenet: this fraction of the training puzzles are built-in shapes instead (a "
                         "procedural prior; the test split stays the folder's; default 0)")
-    p.add_argument("--mix-pictures", choices=MIX_PICTURES,
-                   help="the built-in pictures of --mix-shapes: shapes (synthetic.shapes_image) or leaves (dead leaves "
-                        "with 1/f textures, synthetic.leaves_image); default shapes")
     p.add_argument("--paired-pictures", action=argparse.BooleanOptionalAction, default=None,
                    help="shapes: draw one training picture per two puzzles, the second mirrored (half the drawing: "
                         "a CPU data worker keeps up with the model; default on; --no-paired-pictures: one picture "

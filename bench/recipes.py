@@ -93,9 +93,6 @@ RECIPES = {
     "image-photos-3x3-mix-val": ("train_image.py", MIXED + ["--eval-every", "2000", "--max-steps", "6000"], VAL_TEST),
     "image-photos-3x3-mix-val-seed1": ("train_image.py", MIXED + ["--seed", "1", "--eval-every", "2000", "--max-steps",
                                                                   "6000"], VAL_TEST),
-    # issue 29, lever 1: pictures made for jigsaw cues (synthetic.leaves_image) as the mixed-in quarter
-    "image-photos-3x3-mix-val-leaves": ("train_image.py", MIXED + ["--mix-pictures", "leaves", "--eval-every", "2000",
-                                                                   "--max-steps", "6000"], VAL_TEST),
     "image-photos-3x3-mix-scale0.15": ("train_image.py", MIXED + ["--crop-scale", "0.15", "1.0", "--eval-every", "2000",
                                                                   "--max-steps", "6000"], VAL_TEST),
     "image-photos-3x3-mix-batch128": ("train_image.py", with_flag(MIXED, "--batch-size", "128") + [

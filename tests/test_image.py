@@ -178,7 +178,7 @@ def test_checkpoint_contents(image_ckpt):
     assert ck["data"] is None                                           # built-in shapes: no files to record
     assert set(ck["config"]) == {"kind", "prediction", "puzzle", "model", "train"}
     config = load_checkpoint(image_ckpt, "image")["config"]
-    assert config.puzzle == ImageConfig(grid=(2, 2), piece_size=8, missing=1)
+    assert config.puzzle == ImageConfig(grid=(2, 2), piece_size=8, missing=1, paired_pictures=True)
     assert (config.model.piece_size, config.model.patch_size) == (8, 8) and config.prediction == "x0"
     assert (config.train.max_steps, config.train.batch_size, config.train.warmup) == (8, 4, 0)
     log = (image_ckpt.parent / "log.txt").read_text()
@@ -279,6 +279,5 @@ def test_config_round_trip():
 
 def test_older_checkpoints_load_with_the_fields_they_predate():
     """A checkpoint written before a puzzle field existed loads with the value it was trained with (config.ADDED):
-    the shipped shapes model drew one picture per puzzle and mixed no pictures."""
-    puzzle = load_checkpoint(SHAPES_CKPT, kind="image")["config"].puzzle
-    assert (puzzle.paired_pictures, puzzle.mix_pictures) == (False, "shapes")
+    the shipped shapes model drew one picture per puzzle."""
+    assert load_checkpoint(SHAPES_CKPT, kind="image")["config"].puzzle.paired_pictures is False
