@@ -128,7 +128,7 @@ PUZZLES = {"image": ImageConfig, "video": VideoConfig}
 MODELS = {"image": DiTConfig, "video": UNetConfig}
 # training-only fields of levers since removed (bench/notes.md, "Removed levers"): checkpoints that have them load
 # without them (sampling never read them)
-RETIRED = {"color_jitter", "rotate"}
+RETIRED = {"color_jitter", "rotate", "mix_pictures"}
 # fields added after checkpoints were written, with the value those checkpoints were trained with
 ADDED = {"paired_pictures": False}
 

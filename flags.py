@@ -23,7 +23,8 @@ from puzzles import parse_grid
 from training import PRECISIONS, SCHEDULES, learning_rate
 
 # settings a resumed run may change (each change is logged); any other flag that differs from the checkpoint is refused
-RESUMABLE = ("max_steps", "ckpt_every", "eval_every", "eval_puzzles", "eval_steps", "precision", "data_dir", "vae")
+RESUMABLE = ("max_steps", "ckpt_every", "eval_every", "eval_puzzles", "eval_steps", "precision", "data_dir", "vae",
+             "paired_pictures")
 FIXED = ("model", "patch_size", "epochs", "curriculum", "paper")    # flags that shape a fresh run only: refused
 
 

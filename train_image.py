@@ -31,7 +31,7 @@ DEFAULTS = TrainConfig(batch_size=64, lr=2e-3, max_steps=3000, weight_code=1.0, 
 # every setting a flag can leave out, with the tiny CPU recipe's value (piece_size, gap: DATASET_DEFAULTS; patch_size
 # None: the largest divisor of the piece size up to the model's patch; epochs None: --max-steps counts)
 SCRIPT_DEFAULTS = {"grid": "3", "piece_size": None, "gap": None, "crop_scale": [0.3, 1.0], "mix_shapes": 0.0,
-                   "paired_pictures": True, "missing": 0, "anchor": False, "model": "tiny",
+                   "paired_pictures": False, "missing": 0, "anchor": False, "model": "tiny",
                    "patch_size": None, "prediction": "x0",
                    "epochs": None, **asdict(DEFAULTS)}
 
@@ -46,6 +46,9 @@ def puzzle_config(args):
         raise UserError(f"--crop-scale needs 0 < LO <= HI <= 1 (fractions of a photo's side), got {lo} {hi}")
     if not 0 <= args.mix_shapes < 1 or (args.mix_shapes and args.dataset == "shapes"):
         raise UserError(f"--mix-shapes needs 0 <= FRACTION < 1 and a photo --dataset, got {args.mix_shapes} with "
+                        f"--dataset {args.dataset}")
+    if args.paired_pictures and args.dataset != "shapes":
+        raise UserError(f"--paired-pictures pairs the built-in training pictures of --dataset shapes; drop it for "
                         f"--dataset {args.dataset}")
     if args.dataset == "jpwleg3" and grid != (3, 3):
         raise UserError("--dataset jpwleg3 is a 3x3 protocol; use --grid 3")
@@ -70,8 +73,8 @@ def make_config(args):
     sources = {"dataset": "flag" if args.dataset else "default"}
     args.dataset = args.dataset or "shapes"
     piece, gap = DATASET_DEFAULTS[args.dataset]
-    sources.update(resolve(args, paper_settings(IMAGE, args.dataset, args.paper), {"piece_size": piece, "gap": gap},
-                           SCRIPT_DEFAULTS))
+    dataset_defaults = {"piece_size": piece, "gap": gap, "paired_pictures": args.dataset == "shapes"}
+    sources.update(resolve(args, paper_settings(IMAGE, args.dataset, args.paper), dataset_defaults, SCRIPT_DEFAULTS))
     puzzle = puzzle_config(args)
     if args.dataset != "folder":                                    # views of a photo folder only
         del sources["crop_scale"]
@@ -121,9 +124,9 @@ def get_parser():
                    help="folder/imagenet: this fraction of the training puzzles are built-in shapes instead (a "
                         "procedural prior; the test split stays the folder's; default 0)")
     p.add_argument("--paired-pictures", action=argparse.BooleanOptionalAction, default=None,
-                   help="shapes: draw one training picture per two puzzles, the second mirrored (half the drawing: "
-                        "a CPU data worker keeps up with the model; default on; --no-paired-pictures: one picture "
-                        "each, as runs before this flag)")
+                   help="--dataset shapes: draw one training picture for two puzzles, the second mirrored (half the "
+                        "drawing; on one CPU thread the data worker then keeps up with the tiny DiT); default on for "
+                        "shapes; --no-paired-pictures: one picture per puzzle, as the recipes of bench/recipes.py")
     p.add_argument("--missing", type=int,
                    help="up to K missing pieces while training (0..K at random), exactly K when evaluating (default 0)")
     p.add_argument("--model", choices=CONFIGS, help="DiT size (default tiny; base = the paper's)")

@@ -325,7 +325,8 @@ def render():
               "ensemble": "Ensembles: K samples of the codes per puzzle, assigned on their mean distance",
               "transfer": "The shipped photo gap model on built-in shapes (24 px pieces in 32 px cells)",
               "throughput": "Throughput (DiT on 3x3 puzzles, U-Net on 5 x 4 or 8 x 4 pieces; batch as listed)",
-              "loader": "Data loading (the ImageNet protocol on the photo folder, images per second)",
+              "loader": "Data loading (the ImageNet protocol on the photo folder, images per second; the Quickstart's "
+                        "data worker against its model step, ms)",
               "symmetry": "Symmetries at solve time (issue 29, lever 3): `--symmetries` against as many samples",
               "quickstart": "Quickstart levers (issue 29, lever 5): one change each, 200 val puzzles, DDPM-50",
               "compute": "Compute (issue 29, lever 4): photo models trained on a lent H200, scored here",

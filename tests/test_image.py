@@ -281,3 +281,14 @@ def test_older_checkpoints_load_with_the_fields_they_predate():
     """A checkpoint written before a puzzle field existed loads with the value it was trained with (config.ADDED):
     the shipped shapes model drew one picture per puzzle."""
     assert load_checkpoint(SHAPES_CKPT, kind="image")["config"].puzzle.paired_pictures is False
+
+
+def test_paired_pictures_default_on_for_shapes_only(tmp_path):
+    """--paired-pictures is the built-in stream's default, off for photo folders, refused with one."""
+    import train_image
+    parse = train_image.get_parser().parse_args
+    assert train_image.make_config(parse([]))[0].puzzle.paired_pictures is True
+    folder = parse(["--dataset", "folder", "--data-dir", str(tmp_path), "--max-steps", "1"])
+    assert train_image.make_config(folder)[0].puzzle.paired_pictures is False
+    with pytest.raises(UserError, match="--paired-pictures pairs the built-in training pictures of --dataset shapes"):
+        train_image.make_config(parse(["--dataset", "folder", "--data-dir", str(tmp_path), "--paired-pictures"]))
