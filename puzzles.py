@@ -149,14 +149,11 @@ DATASETS = {
 
 class ImagePuzzles(torch.utils.data.Dataset):
     """
-    Stream of image puzzles of a config.ImageConfig `cfg`. Item `i` is stream position i of the split ("train",
-    "val" or "test"; sources.split_files); everything random about it comes from np.random.default_rng([seed,
-    split, i]) (a paired built-in training picture: from its pair's generator, `paired_picture`). Returns
-    dict(content (N, 3, P, P) in [-1, 1], true_pos (N,) the true position of each shuffled piece, missing (N,) bool).
-    Training puzzles: 0..missing pieces missing, pieces at random places in their cells, fresh zoomed views of a
-    photo folder (`crop_scale`), a `mix_shapes` fraction of built-in shapes, and on the built-in stream alone,
-    with `paired_pictures`, one picture per two puzzles, the second mirrored; val and test
-    puzzles: exactly `missing`, centred pieces, whole photos.
+    Stream of image puzzles of a config.ImageConfig `cfg`: item i is stream position i of the split (sources.
+    split_files), everything random about it from np.random.default_rng([seed, split, i]) (`paired_picture` aside).
+    Returns dict(content (N, 3, P, P) in [-1, 1], true_pos (N,) each shuffled piece's position, missing (N,) bool).
+    Training: 0..missing pieces missing, pieces anywhere in their cells, fresh views of photos (`crop_scale`), a
+    `mix_shapes` share of built-in shapes, `paired_pictures`; val/test: exactly `missing`, centred, whole photos.
     """
 
     def __init__(self, cfg, split, seed=0):
@@ -188,14 +185,9 @@ class ImagePuzzles(torch.utils.data.Dataset):
         return self.photo(i, rng, h, w)
 
     def paired_picture(self, i, h, w):
-        """
-        A training picture of the built-in stream with `paired_pictures`: stream positions 2k and 2k+1 share one
-        picture, the second mirrored left-right; each puzzle keeps its own piece order (and the training loop its own
-        diffusion noise). Drawing half as many pictures keeps one data worker ahead of a CPU training step
-        (bench/notes.md, "Issue 29, second session"); the last picture is kept, so a pair costs one drawing when one
-        process makes both. The picture's generator is seeded [seed, split, k, 1]: the trailing 1 keeps it apart
-        from position k's own generator [seed, split, k] (numpy pads a shorter seed with zeros).
-        """
+        """Built-in training picture with `paired_pictures`: positions 2k and 2k+1 share one, the second mirrored
+        (half the drawing: bench/notes.md, "Issue 29, second session"). Seeded [seed, split, k, 1]: the trailing 1
+        keeps it apart from position k's own [seed, split, k] (numpy pads a shorter seed with zeros)."""
         k, (have, img) = i // 2, self.last_picture
         if have != k:
             img = shapes_image(np.random.default_rng([self.seed, SPLITS[self.split], k, 1]), h, w)
