@@ -18,10 +18,9 @@ import torch
 from PIL import Image
 
 import kinds
+from bench.throughput import timed, trainer
 from config import ImageConfig
-from diffusion import GaussianDiffusion
 from dit import CONFIGS
-from jpdvt import given_codes, puzzle_loss
 from puzzles import ImagePuzzles, collate
 from sources import fit_image
 
@@ -75,19 +74,10 @@ def quickstart_pace(batches=10, steps=20):
             data[i]
         rows[f"loader quickstart built-in 3x3 16px, 1 process, {'paired' if paired else 'one picture each'}"] = {
             "ms_per_batch64": (time.time() - t) / batches * 1000, "workers": 0}
-    kind = kinds.of(ImageConfig())
-    batch = collate([data[i] for i in range(64)])
-    table, diffusion = kind.table(), GaussianDiffusion(1000, "x0")
-    torch.manual_seed(0)
-    model = kind.network(replace(CONFIGS["tiny"], piece_size=16, patch_size=16))
-    opt, given, times = torch.optim.AdamW(model.parameters()), given_codes(batch, kind.anchored), []
-    for _ in range(steps + 5):
-        t = time.time()
-        loss = puzzle_loss(model, diffusion, batch, table=table, given=given, weights=None)["loss"]
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        times.append(time.time() - t)
+    cpu = torch.device("cpu")
+    train_step, _ = trainer(kinds.of(ImageConfig()), replace(CONFIGS["tiny"], piece_size=16, patch_size=16),
+                            collate([data[i] for i in range(64)]), cpu)
+    times = [timed(train_step, cpu) for _ in range(steps + 5)]
     threads = torch.get_num_threads()
     rows[f"model step tiny DiT, batch 64, {threads} thread{'s' if threads > 1 else ''}"] = {
         "ms_per_step": float(np.median(times[5:])) * 1000, "threads": threads}

@@ -107,6 +107,22 @@ RECIPES = {
     # the same compute as the baseline: batch 128 for half the steps (the same photos seen)
     "image-photos-3x3-mix-batch128-3k": ("train_image.py", with_flag(MIXED, "--batch-size", "128") + [
         "--eval-every", "1000", "--max-steps", "3000"], VAL_TEST),
+    # issue 29, lever 1 as pretraining: 2000 steps of built-in shapes at the photo model's settings, then 4000 steps
+    # of the baseline recipe from them (6000 steps in all, as the baseline `image-photos-3x3-mix-val`)
+    "image-photos-3x3-pre-shapes": ("train_image.py", ["--grid", "3", "--piece-size", "24", "--patch-size", "24",
+                                                       "--batch-size", "64", "--lr", "2e-3", "--schedule", "cosine",
+                                                       "--eval-every", "1000", "--max-steps", "2000"], [[]]),
+    "image-photos-3x3-pre-shapes-mix-val": ("train_image.py", MIXED + [
+        "--init", "runs/bench/image-photos-3x3-pre-shapes/ckpt.pt", "--eval-every", "2000", "--max-steps", "4000"],
+        [["--split", "val", *REPEATS]]),
+    # the pretrained start at half the shipped recipe's steps (2000 of shapes + 10000), then its gap fine-tune, scored
+    # on val as `image-photos-3x3-val` and `image-photos-3x3-val-gap-ft`
+    "image-photos-3x3-pre-shapes-val": ("train_image.py", MIXED + [
+        "--init", "runs/bench/image-photos-3x3-pre-shapes/ckpt.pt", "--eval-every", "2000", "--max-steps", "10000"],
+        [["--split", "val", *REPEATS]]),
+    "image-photos-3x3-pre-shapes-val-gap-ft": ("train_image.py", gap_ft(
+        PHOTO_3X3, "runs/bench/image-photos-3x3-pre-shapes-val/ckpt.pt"), [
+        ["--split", "val", "--missing", "0", "--samples", "32", "--sampler", "ddpm", *REPEATS]]),
     # the shapes prior in the gap fine-tune: the gap-8 fine-tune of the val-held-out baseline, without and with it
     "image-photos-3x3-mix-val-gap-ft": ("train_image.py", GAP_FT_VAL, VAL_TEST),
     "image-photos-3x3-mix-val-gap-ft-mix": ("train_image.py", GAP_FT_VAL + ["--mix-shapes", "0.25"], VAL_TEST),

@@ -52,54 +52,61 @@ def peak_flops(device):
     return next((tf * 1e12 for key, tf in PEAK_TFLOPS.items() if key in name), None)
 
 
+def timed(fn, device):
+    """Seconds one call of fn takes on `device` (CUDA: synchronised before and after)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    t = time.time()
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.time() - t
+
+
+def trainer(kind, net_cfg, b, device, precision="fp32", compiled=False):
+    """(one training step of a fresh network, seed 0, on the resident batch b: puzzle_loss, backward, AdamW; no EMA
+    update, the network)."""
+    torch.manual_seed(0)
+    model = kind.network(net_cfg).to(device)
+    net = torch.compile(model) if compiled else model
+    opt = torch.optim.AdamW(model.parameters(), fused=device.type == "cuda")
+    table, diffusion, given = kind.table().to(device), GaussianDiffusion(1000, "x0"), given_codes(b, kind.anchored)
+
+    def train_step():
+        with autocast(device, precision):
+            loss = puzzle_loss(net, diffusion, b, table=table, given=given, weights=None)["loss"]
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return train_step, model
+
+
 def measure(device, steps=10, only=None):
     """Rows {name: metrics} of every setting on `device` (or of the settings named in `only`), each precision in turn
     (first step: warm-up)."""
     gpu, peak, rows = device.type == "cuda", peak_flops(device), {}
-
-    def timed(fn):
-        if gpu:
-            torch.cuda.synchronize()
-        t = time.time()
-        fn()
-        if gpu:
-            torch.cuda.synchronize()
-        return time.time() - t
-
     for name, net_cfg, puzzle, batch in settings(gpu):
         if only is not None and name not in only:
             continue
         kind = kinds.of(puzzle)
         data = kind.puzzles("train", 0)
         b = to_device(collate([data[i] for i in range(batch)]), device)
-        table, diffusion = kind.table().to(device), GaussianDiffusion(1000, "x0")
-        given = given_codes(b, kind.anchored)
-        flops = None
+        table, given, flops = kind.table().to(device), given_codes(b, kind.anchored), None
         for precision, compiled in PRECISIONS:
-            torch.manual_seed(0)
-            model = kind.network(net_cfg).to(device)
-            net = torch.compile(model) if compiled else model
-            opt = torch.optim.AdamW(model.parameters(), fused=gpu)
-
-            def train_step():
-                with autocast(device, precision):
-                    loss = puzzle_loss(net, diffusion, b, table=table, given=given, weights=None)["loss"]
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
+            train_step, model = trainer(kind, net_cfg, b, device, precision, compiled)
             if flops is None:
                 with FlopCounterMode(display=False) as counter:
                     train_step()
                 flops = counter.get_total_flops()
-            times = [timed(train_step) for _ in range(steps + 1 if gpu or batch <= 16 else 3)]
+            times = [timed(train_step, device) for _ in range(steps + 1 if gpu or batch <= 16 else 3)]
             rate = 1 / float(np.median(times[1:]))
             m = {"steps_per_s": rate, "batch": batch, "gflop_per_step": flops / 1e9, "tflop_per_s": flops * rate / 1e12,
                  "params_M": sum(p.numel() for p in model.parameters()) / 1e6}
             if peak:
                 m["mfu"] = flops * rate / peak
             if precision == "fp32":
-                opts = SampleOptions(steps=50, sampler="ddim")
+                opts, diffusion = SampleOptions(steps=50, sampler="ddim"), GaussianDiffusion(1000, "x0")
                 m["puzzles_per_s_ddim50"] = batch / timed(lambda: solve(model.eval(), diffusion, b, table=table,
-                                                                        opts=opts, given=given))
+                                                                        opts=opts, given=given), device)
             rows[f"throughput {name} {precision}{' compile' if compiled else ''}"] = m
     return rows
