@@ -43,7 +43,7 @@ from sources import (
     require_backend,
     split_files,
 )
-from synthetic import leaves_image, moving_digits, shapes_image
+from synthetic import moving_digits, shapes_image
 
 SPLITS = {"train": 0, "test": 1, "val": 2}              # each split its own seeded stream
 ENDLESS = 2 ** 62                                          # length of an unlimited stream (built-in data)
@@ -141,14 +141,10 @@ def to_device(batch, device):
 
 DATASETS = {
     "shapes": "built-in procedural images (no data needed)",
-    "leaves": "built-in dead leaves with 1/f textures (no data needed)",
     "folder": "any folder of images (--data-dir)",
     "imagenet": "ImageNet train/val folders (--data-dir), paper preprocessing with flips",
     "jpwleg3": "MET images (--data-dir), JPwLEG-3 protocol: 96 px pieces, 48 px gaps",
 }
-
-
-BUILT_IN = {"shapes": shapes_image, "leaves": leaves_image}   # the built-in picture generators of --dataset
 
 
 class ImagePuzzles(torch.utils.data.Dataset):
@@ -165,7 +161,7 @@ class ImagePuzzles(torch.utils.data.Dataset):
         self.train = split == "train"
         self.mix_shapes = cfg.mix_shapes if self.train else 0.0
         self.crop_scale = cfg.crop_scale if self.train and cfg.dataset == "folder" else None
-        self.files = None if cfg.dataset in BUILT_IN else split_files(
+        self.files = None if cfg.dataset == "shapes" else split_files(
             cfg.data_dir, split, cfg.dataset, lister=list_images, what="images", exts=IMAGE_EXTS)
         self.skipped = set()
         self.last_picture = (None, None)                           # (pair k, picture): paired_picture's
@@ -184,9 +180,7 @@ class ImagePuzzles(torch.utils.data.Dataset):
         h, w = self.cfg.grid[0] * cell, self.cfg.grid[1] * cell
         if self.files is None and self.train and self.cfg.paired_pictures:
             return self.paired_picture(i, h, w)
-        if self.files is None:
-            return BUILT_IN[self.cfg.dataset](rng, h, w)
-        if self.mix_shapes and rng.random() < self.mix_shapes:
+        if self.files is None or (self.mix_shapes and rng.random() < self.mix_shapes):
             return shapes_image(rng, h, w)
         return self.photo(i, rng, h, w)
 
@@ -196,7 +190,7 @@ class ImagePuzzles(torch.utils.data.Dataset):
         keeps it apart from position k's own [seed, split, k] (numpy pads a shorter seed with zeros)."""
         k, (have, img) = i // 2, self.last_picture
         if have != k:
-            img = BUILT_IN[self.cfg.dataset](np.random.default_rng([self.seed, SPLITS[self.split], k, 1]), h, w)
+            img = shapes_image(np.random.default_rng([self.seed, SPLITS[self.split], k, 1]), h, w)
             img.setflags(write=False)                              # shared by the pair: never edited in place
             self.last_picture = (k, img)
         return np.ascontiguousarray(img[:, ::-1]) if i % 2 else img

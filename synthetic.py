@@ -73,51 +73,6 @@ def shapes_image(rng, height, width):
     return np.clip(out, 0, 1)
 
 
-def leaves_image(rng, height, width):
-    """
-    A picture made for jigsaw cues (H, W, 3) float32 in [0, 1]: dead leaves (discs and polygons of many sizes, radius
-    density ~ 1/r^3 as in occlusion models of natural images) over a background, each region with its own colour and
-    a 1/f texture (the spectrum of natural images), and a few lines and arcs that run across the cuts. Drawn at 2x
-    and downsampled (anti-aliased edges).
-    """
-    s = 2
-    h, w = height * s, width * s
-    fy, fx = np.fft.fftfreq(h)[:, None], np.fft.rfftfreq(w)[None]
-    amp = 1 / np.maximum(np.hypot(fy, fx), 1 / max(h, w)) ** rng.uniform(1.0, 2.0)
-    spec = amp[..., None] * (rng.normal(size=(*amp.shape, 2)) + 1j * rng.normal(size=(*amp.shape, 2)))
-    tex = np.fft.irfft2(spec, s=(h, w), axes=(0, 1))                      # two 1/f textures (H, W, 2)
-    tex = (tex - tex.mean((0, 1))) / (tex.std((0, 1)) + 1e-8)
-    labels = Image.new("L", (w, h), 0)                                    # region index: 0 = background
-    draw = ImageDraw.Draw(labels)
-    r_min, r_max = 0.08 * max(h, w), 0.6 * max(h, w)
-    n = int(rng.integers(6, 20))
-    for k in range(1, n + 1):                                             # later leaves occlude earlier ones
-        u = rng.uniform()                                                 # density ~ 1/r^3 on [r_min, r_max]
-        r = 1 / np.sqrt(1 / r_min ** 2 - u * (1 / r_min ** 2 - 1 / r_max ** 2))
-        cx, cy = rng.uniform(-r / 2, w + r / 2), rng.uniform(-r / 2, h + r / 2)
-        if rng.random() < 0.6:
-            draw.ellipse([cx - r, cy - r * rng.uniform(0.4, 1), cx + r, cy + r], fill=k)
-        else:
-            a = np.sort(rng.uniform(0, 2 * np.pi, int(rng.integers(3, 7))))
-            draw.polygon([(cx + r * np.cos(t), cy + r * np.sin(t)) for t in a], fill=k)
-    region = np.asarray(labels)
-    colour = rng.uniform(20, 235, (n + 1, 3))                            # each region: colour, texture, contrast
-    contrast = rng.uniform(4, 30, (n + 1, 1)) * rng.uniform(0.6, 1.4, (n + 1, 3))
-    which = rng.integers(0, 2, n + 1)
-    img = colour[region] + tex[np.arange(h)[:, None], np.arange(w)[None], which[region]][..., None] * contrast[region]
-    img = Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
-    draw = ImageDraw.Draw(img)
-    for _ in range(int(rng.integers(1, 4))):
-        width_px = int(rng.integers(1, 4) * s)
-        if rng.random() < 0.5:
-            draw.line(list(rng.uniform(0, 1, 4) * [w, h, w, h]), fill=_colour(rng), width=width_px)
-        else:
-            r, cx, cy, a0 = rng.uniform(0.2, 0.8) * max(h, w), rng.uniform(0, w), rng.uniform(0, h), rng.uniform(0, 360)
-            draw.arc([cx - r, cy - r, cx + r, cy + r], a0, a0 + rng.uniform(60, 200), fill=_colour(rng), width=width_px)
-    img = img.resize((width, height), Image.BILINEAR)
-    return np.asarray(img, dtype=np.float32) / 255.0
-
-
 # ----------------------------------------------------------------------------
 # Videos: "digits"
 # ----------------------------------------------------------------------------

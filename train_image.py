@@ -22,11 +22,11 @@ from config import Config, ImageConfig, TrainConfig
 from dit import CONFIGS
 from flags import add_train_flags, start_run, train_config
 from paper import IMAGE, paper_settings, resolve, settings_line, steps_of_epochs
-from puzzles import BUILT_IN, DATASETS, collate, parse_grid
+from puzzles import DATASETS, collate, parse_grid
 from training import train
 
 # piece size and gap when the flags are left out: the usual protocol of each dataset
-DATASET_DEFAULTS = {"shapes": (16, 0), "leaves": (16, 0), "folder": (64, 0), "imagenet": (64, 0), "jpwleg3": (96, 48)}
+DATASET_DEFAULTS = {"shapes": (16, 0), "folder": (64, 0), "imagenet": (64, 0), "jpwleg3": (96, 48)}
 DEFAULTS = TrainConfig(batch_size=64, lr=2e-3, max_steps=3000, weight_code=1.0, weight_content=0.1)
 # every setting a flag can leave out, with the tiny CPU recipe's value (piece_size, gap: DATASET_DEFAULTS; patch_size
 # None: the largest divisor of the piece size up to the model's patch; epochs None: --max-steps counts)
@@ -44,10 +44,10 @@ def puzzle_config(args):
     lo, hi = args.crop_scale
     if not 0 < lo <= hi <= 1:
         raise UserError(f"--crop-scale needs 0 < LO <= HI <= 1 (fractions of a photo's side), got {lo} {hi}")
-    if not 0 <= args.mix_shapes < 1 or (args.mix_shapes and args.dataset in BUILT_IN):
+    if not 0 <= args.mix_shapes < 1 or (args.mix_shapes and args.dataset == "shapes"):
         raise UserError(f"--mix-shapes needs 0 <= FRACTION < 1 and a photo --dataset, got {args.mix_shapes} with "
                         f"--dataset {args.dataset}")
-    if args.paired_pictures and args.dataset not in BUILT_IN:
+    if args.paired_pictures and args.dataset != "shapes":
         raise UserError(f"--paired-pictures pairs the built-in training pictures of --dataset shapes; drop it for "
                         f"--dataset {args.dataset}")
     if args.dataset == "jpwleg3" and grid != (3, 3):
@@ -73,7 +73,7 @@ def make_config(args):
     sources = {"dataset": "flag" if args.dataset else "default"}
     args.dataset = args.dataset or "shapes"
     piece, gap = DATASET_DEFAULTS[args.dataset]
-    dataset_defaults = {"piece_size": piece, "gap": gap, "paired_pictures": args.dataset in BUILT_IN}
+    dataset_defaults = {"piece_size": piece, "gap": gap, "paired_pictures": args.dataset == "shapes"}
     sources.update(resolve(args, paper_settings(IMAGE, args.dataset, args.paper), dataset_defaults, SCRIPT_DEFAULTS))
     puzzle = puzzle_config(args)
     if args.dataset != "folder":                                    # views of a photo folder only

@@ -123,14 +123,6 @@ RECIPES = {
     "image-photos-3x3-pre-shapes-mix-val-seed1": ("train_image.py", MIXED + [
         "--init", "runs/bench/image-photos-3x3-pre-shapes-seed1/ckpt.pt", "--seed", "1", "--eval-every", "2000",
         "--max-steps", "4000"], [["--split", "val", *REPEATS]]),
-    # the same pretraining on dead leaves with 1/f textures (synthetic.leaves_image, --dataset leaves)
-    "image-photos-3x3-pre-leaves": ("train_image.py", ["--dataset", "leaves", "--grid", "3", "--piece-size", "24",
-                                                       "--patch-size", "24", "--batch-size", "64", "--lr", "2e-3",
-                                                       "--schedule", "cosine", "--eval-every", "1000", "--max-steps",
-                                                       "2000"], [[]]),
-    "image-photos-3x3-pre-leaves-mix-val": ("train_image.py", MIXED + [
-        "--init", "runs/bench/image-photos-3x3-pre-leaves/ckpt.pt", "--eval-every", "2000", "--max-steps", "4000"],
-        [["--split", "val", *REPEATS]]),
     # the pretrained start at half the shipped recipe's steps (2000 of shapes + 10000), then its gap fine-tune, scored
     # on val as `image-photos-3x3-val` and `image-photos-3x3-val-gap-ft`
     "image-photos-3x3-pre-shapes-val": ("train_image.py", MIXED + [
