@@ -56,10 +56,9 @@ from bench.recipes import (
     VAL_SAMPLERS,
     VIDEO_BASELINES,
 )
-from bench.report import RESULTS, load_results, render, save_result
+from bench.report import RESULTS, ROOT, load_results, render, save_result
 from config import ImageConfig, VideoConfig
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))      # the repository root, parent of bench/
 GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemble-readme", "one-call", "one-call-val",
           "confidence", "confidence-evidence", "symmetry", "compute-val", "compute-test", "gpu-record", "transfer",
           "throughput", "loader", "loader-quickstart"]          # what `python -m bench NAME` runs besides recipes

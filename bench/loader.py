@@ -18,7 +18,7 @@ import torch
 from PIL import Image
 
 import kinds
-from bench.throughput import timed, trainer
+from bench.throughput import timed, train_step_of
 from config import ImageConfig
 from dit import CONFIGS
 from puzzles import ImagePuzzles, collate
@@ -75,8 +75,8 @@ def quickstart_pace(batches=10, steps=20):
         rows[f"loader quickstart built-in 3x3 16px, 1 process, {'paired' if paired else 'one picture each'}"] = {
             "ms_per_batch64": (time.time() - t) / batches * 1000, "workers": 0}
     cpu = torch.device("cpu")
-    train_step, _ = trainer(kinds.of(ImageConfig()), replace(CONFIGS["tiny"], piece_size=16, patch_size=16),
-                            collate([data[i] for i in range(64)]), cpu)
+    train_step, _ = train_step_of(kinds.of(ImageConfig()), replace(CONFIGS["tiny"], piece_size=16, patch_size=16),
+                                  collate([data[i] for i in range(64)]), cpu)
     times = [timed(train_step, cpu) for _ in range(steps + 5)]
     threads = torch.get_num_threads()
     rows[f"model step tiny DiT, batch 64, {threads} thread{'s' if threads > 1 else ''}"] = {

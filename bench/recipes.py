@@ -45,6 +45,9 @@ PHOTO_GPU = ["--dataset", "folder", "--data-dir", PHOTOS, "--grid", "3", "--piec
 P12 = with_flag(PHOTO_3X3, "--patch-size", "12")                                  # 4 tokens per 24 px piece
 P32 = with_flag(with_flag(PHOTO_3X3, "--piece-size", "32"), "--patch-size", "32")  # one token per 32 px piece
 MIXED = PHOTO_3X3 + ["--mix-shapes", "0.25"]                   # a quarter of the training puzzles: built-in shapes
+# issue 29, lever 1 as pretraining: built-in shapes at the photo model's settings, the start of a photo run (--init)
+PRE_SHAPES = ["--grid", "3", "--piece-size", "24", "--patch-size", "24", "--batch-size", "64", "--lr", "2e-3",
+              "--schedule", "cosine", "--eval-every", "1000", "--max-steps", "2000"]
 MISSING_0_3 = [["--missing", str(k)] for k in range(4)]   # score a model trained with missing pieces at 0..3
 # the photo test split holds 39 puzzles: one pass is a noisy estimate (its sampling noise alone moved the shipped gap
 # model's puzzle accuracy between 2.6% and 17.9%), so photo rows are the mean of 8 passes (seeds 1-8)
@@ -109,17 +112,12 @@ RECIPES = {
         "--eval-every", "1000", "--max-steps", "3000"], VAL_TEST),
     # issue 29, lever 1 as pretraining: 2000 steps of built-in shapes at the photo model's settings, then 4000 steps
     # of the baseline recipe from them (6000 steps in all, as the baseline `image-photos-3x3-mix-val`)
-    "image-photos-3x3-pre-shapes": ("train_image.py", ["--grid", "3", "--piece-size", "24", "--patch-size", "24",
-                                                       "--batch-size", "64", "--lr", "2e-3", "--schedule", "cosine",
-                                                       "--eval-every", "1000", "--max-steps", "2000"], [[]]),
+    "image-photos-3x3-pre-shapes": ("train_image.py", PRE_SHAPES, [[]]),
     "image-photos-3x3-pre-shapes-mix-val": ("train_image.py", MIXED + [
         "--init", "runs/bench/image-photos-3x3-pre-shapes/ckpt.pt", "--eval-every", "2000", "--max-steps", "4000"],
         [["--split", "val", *REPEATS]]),
     # the same with --seed 1 in both stages (the run-to-run spread)
-    "image-photos-3x3-pre-shapes-seed1": ("train_image.py", ["--grid", "3", "--piece-size", "24", "--patch-size", "24",
-                                                             "--batch-size", "64", "--lr", "2e-3", "--schedule",
-                                                             "cosine", "--seed", "1", "--eval-every", "1000",
-                                                             "--max-steps", "2000"], [[]]),
+    "image-photos-3x3-pre-shapes-seed1": ("train_image.py", PRE_SHAPES + ["--seed", "1"], [[]]),
     "image-photos-3x3-pre-shapes-mix-val-seed1": ("train_image.py", MIXED + [
         "--init", "runs/bench/image-photos-3x3-pre-shapes-seed1/ckpt.pt", "--seed", "1", "--eval-every", "2000",
         "--max-steps", "4000"], [["--split", "val", *REPEATS]]),

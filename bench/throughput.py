@@ -63,18 +63,19 @@ def timed(fn, device):
     return time.time() - t
 
 
-def trainer(kind, net_cfg, b, device, precision="fp32", compiled=False):
-    """(one training step of a fresh network, seed 0, on the resident batch b: puzzle_loss, backward, AdamW; no EMA
-    update, the network)."""
+def train_step_of(kind, net_cfg, batch, device, precision="fp32", compiled=False):
+    """(train_step, model): one step of puzzle_loss, backward and AdamW (no EMA update) on `batch`, already on
+    `device`, for a fresh network of `net_cfg` (seed 0)."""
     torch.manual_seed(0)
     model = kind.network(net_cfg).to(device)
     net = torch.compile(model) if compiled else model
     opt = torch.optim.AdamW(model.parameters(), fused=device.type == "cuda")
-    table, diffusion, given = kind.table().to(device), GaussianDiffusion(1000, "x0"), given_codes(b, kind.anchored)
+    table, diffusion = kind.table().to(device), GaussianDiffusion(1000, "x0")
+    given = given_codes(batch, kind.anchored)
 
     def train_step():
         with autocast(device, precision):
-            loss = puzzle_loss(net, diffusion, b, table=table, given=given, weights=None)["loss"]
+            loss = puzzle_loss(net, diffusion, batch, table=table, given=given, weights=None)["loss"]
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -93,7 +94,7 @@ def measure(device, steps=10, only=None):
         b = to_device(collate([data[i] for i in range(batch)]), device)
         table, given, flops = kind.table().to(device), given_codes(b, kind.anchored), None
         for precision, compiled in PRECISIONS:
-            train_step, model = trainer(kind, net_cfg, b, device, precision, compiled)
+            train_step, model = train_step_of(kind, net_cfg, b, device, precision, compiled)
             if flops is None:
                 with FlopCounterMode(display=False) as counter:
                     train_step()
