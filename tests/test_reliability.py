@@ -83,6 +83,24 @@ class Evil:
         return (open, (self.path, "w"))
 
 
+def test_cpu_threads_leave_a_core_per_data_worker(monkeypatch):
+    """Training on CPU uses one thread per core left free by the data workers of every process, unless
+    OMP_NUM_THREADS is set; a GPU run leaves torch's threads alone."""
+    from training import cpu_threads
+    cores = len(os.sched_getaffinity(0))
+    try:
+        monkeypatch.delenv("OMP_NUM_THREADS")
+        assert cpu_threads(torch.device("cpu"), world=1, workers=1) == max(1, cores - 1)
+        assert cpu_threads(torch.device("cpu"), world=1, workers=0) == cores
+        assert cpu_threads(torch.device("cpu"), world=2, workers=cores) == 1
+        torch.set_num_threads(1)
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")
+        assert cpu_threads(torch.device("cpu"), world=1, workers=0) == 1
+        assert cpu_threads(torch.device("meta"), world=1, workers=0) is None
+    finally:
+        torch.set_num_threads(1)
+
+
 def test_malicious_checkpoint_is_refused(tmp_path):
     marker = tmp_path / "pwned"
     bad = tmp_path / "evil.pt"
