@@ -77,7 +77,7 @@ def train(config, train_set, eval_batch, ckpt=None, encode=None, notes=()):
         log.write(line)
     log.write(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {world} process(es) on "
               f"{device}{f', {threads} thread(s) each' if threads else ''} ({tc.batch_size // world} puzzles each a "
-              f"step), step {step} -> {tc.max_steps}", file=False)
+              f"step), step {step} -> {tc.max_steps}")
     for batch in batches(train_set, tc, step, ranks=(rank, world), workers=run.workers, pin=device.type == "cuda"):
         torch.manual_seed(tc.seed * 1_000_003 + step * world + rank)   # noise of this step: exact on resume
         batch = encode(to_device(batch, device))
@@ -239,15 +239,17 @@ def setup_distributed(device_arg):
 
 
 def cpu_threads(device, world, workers):
-    """On CPU: one compute thread per core left free by the data workers of the `world` processes, unless
-    OMP_NUM_THREADS says otherwise (torch's default, a thread per core, makes the workers and the step fight for the
-    cores: the photo recipe ran 7.3 steps/s on 2 cores with 2 threads, 11.7 with 1; bench/notes.md). Returns the
-    threads in use, or None on a GPU."""
+    """On CPU: one compute thread per core left free by the data workers of this machine's processes, unless
+    OMP_NUM_THREADS is set (torchrun sets it to 1 when it starts several processes per machine). Torch's default, a
+    thread per core, makes the workers and the step fight for the cores: on 2 cores the photo recipe ran 7.3 steps/s
+    with 2 threads, 11.7 with 1 (bench/notes.md). Exact resume holds for the same thread count (the same cores and
+    --workers). Returns the threads in use, or None on any other device."""
     if device.type != "cpu":
         return None
     if "OMP_NUM_THREADS" not in os.environ:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        torch.set_num_threads(max(1, cores // world - workers))
+        per_machine = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+        torch.set_num_threads(max(1, cores // per_machine - workers))
     return torch.get_num_threads()
 
 

@@ -268,7 +268,8 @@ def test_torchrun_two_cpu_processes(tmp_path):
     proc = run(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                "train_image.py", *TINY_IMAGE, "--max-steps", "2", "--eval-every", "0", "--out", tmp_path,
                "--device", "cpu")
-    assert "2 process(es) on cpu, 1 thread(s) each (2 puzzles each a step)" in proc.stdout    # --batch-size 4 is the global batch
+    # --batch-size 4 is the global batch; one thread each (OMP_NUM_THREADS=1, as torchrun sets for 2 processes)
+    assert "2 process(es) on cpu, 1 thread(s) each (2 puzzles each a step)" in proc.stdout
     assert torch.load(tmp_path / "ckpt.pt", weights_only=True)["step"] == 2
 
 

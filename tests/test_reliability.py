@@ -84,18 +84,22 @@ class Evil:
 
 
 def test_cpu_threads_leave_a_core_per_data_worker(monkeypatch):
-    """Training on CPU uses one thread per core left free by the data workers of every process, unless
-    OMP_NUM_THREADS is set; a GPU run leaves torch's threads alone."""
+    """Training on CPU uses one thread per core left free by the data workers of this machine's processes, unless
+    OMP_NUM_THREADS is set; other devices leave torch's threads alone."""
     from training import cpu_threads
-    cores = len(os.sched_getaffinity(0))
+    cores, cpu = len(os.sched_getaffinity(0)), torch.device("cpu")
     try:
         monkeypatch.delenv("OMP_NUM_THREADS")
-        assert cpu_threads(torch.device("cpu"), world=1, workers=1) == max(1, cores - 1)
-        assert cpu_threads(torch.device("cpu"), world=1, workers=0) == cores
-        assert cpu_threads(torch.device("cpu"), world=2, workers=cores) == 1
-        torch.set_num_threads(1)
-        monkeypatch.setenv("OMP_NUM_THREADS", "1")
-        assert cpu_threads(torch.device("cpu"), world=1, workers=0) == 1
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+        assert cpu_threads(cpu, world=1, workers=1) == max(1, cores - 1)
+        assert cpu_threads(cpu, world=1, workers=0) == cores
+        assert cpu_threads(cpu, world=2, workers=0) == max(1, cores // 2)
+        assert cpu_threads(cpu, world=2, workers=cores) == 1
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")          # 2 machines, one process each: all of its cores
+        assert cpu_threads(cpu, world=2, workers=0) == cores
+        torch.set_num_threads(2)
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")           # set by the user (or torchrun): left as it is
+        assert cpu_threads(cpu, world=1, workers=0) == 2
         assert cpu_threads(torch.device("meta"), world=1, workers=0) is None
     finally:
         torch.set_num_threads(1)
