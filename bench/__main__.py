@@ -1,11 +1,11 @@
 """
-Learning benchmark: train named recipes end to end on this machine, score them on fresh test puzzles, compare
-with non-learned baselines, and write bench/BENCHMARKS.md.
+Learning benchmark: train named recipes end to end on this machine, score them on fresh held-out puzzles, compare
+with non-learned baselines, and write bench/BENCHMARKS.md (bench/report.py).
 
-Every row records the exact command, the machine (CPU cores), wall minutes of training and the metrics on
-test puzzles whose seeds are disjoint from training (test streams use their own split id). Results accumulate
-in bench/results.json, so recipes can be run one at a time (their flags are listed in bench/recipes.py). Run it
-from the repository root:
+Every row records the exact command, the machine (CPU cores, or the GPU), wall minutes of training and the metrics
+on test puzzles (or val, where the row says so) whose seeds are disjoint from training (each split has its own
+stream id). Results accumulate in bench/results.json, so recipes can be run one at a time (their flags are listed in
+bench/recipes.py). Run it from the repository root:
 
     python -m bench --list
     python -m bench image-3x3                 # train + score one recipe (minutes)

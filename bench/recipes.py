@@ -121,10 +121,13 @@ RECIPES = {
     "image-photos-3x3-pre-shapes-mix-val-seed1": ("train_image.py", MIXED + [
         "--init", "runs/bench/image-photos-3x3-pre-shapes-seed1/ckpt.pt", "--seed", "1", "--eval-every", "2000",
         "--max-steps", "4000"], [["--split", "val", *REPEATS]]),
-    # the pretrained start at half the shipped recipe's steps (2000 of shapes + 10000), then its gap fine-tune, scored
-    # on val as `image-photos-3x3-val` and `image-photos-3x3-val-gap-ft`
+    # the pretrained start at half the shipped recipe's steps (2000 of shapes + 10000), at its steps (2000 + 22000), and
+    # the gap fine-tune of the first, scored on val as `image-photos-3x3-val` and `image-photos-3x3-val-gap-ft`
     "image-photos-3x3-pre-shapes-val": ("train_image.py", MIXED + [
         "--init", "runs/bench/image-photos-3x3-pre-shapes/ckpt.pt", "--eval-every", "2000", "--max-steps", "10000"],
+        [["--split", "val", *REPEATS]]),
+    "image-photos-3x3-pre-shapes-val-24k": ("train_image.py", MIXED + [
+        "--init", "runs/bench/image-photos-3x3-pre-shapes/ckpt.pt", "--eval-every", "4000", "--max-steps", "22000"],
         [["--split", "val", *REPEATS]]),
     "image-photos-3x3-pre-shapes-val-gap-ft": ("train_image.py", gap_ft(
         PHOTO_3X3, "runs/bench/image-photos-3x3-pre-shapes-val/ckpt.pt"), [
