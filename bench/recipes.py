@@ -128,7 +128,7 @@ RECIPES = {
         [["--split", "val", *REPEATS]]),
     "image-photos-3x3-pre-shapes-val-24k": ("train_image.py", MIXED + [
         "--init", "runs/bench/image-photos-3x3-pre-shapes/ckpt.pt", "--eval-every", "4000", "--max-steps", "22000"],
-        [["--split", "val", *REPEATS]]),
+        VAL_TEST),
     "image-photos-3x3-pre-shapes-val-gap-ft": ("train_image.py", gap_ft(
         PHOTO_3X3, "runs/bench/image-photos-3x3-pre-shapes-val/ckpt.pt"), [
         ["--split", "val", "--missing", "0", "--samples", "32", "--sampler", "ddpm", *REPEATS]]),
