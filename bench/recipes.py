@@ -67,8 +67,7 @@ RECIPES = {
     "image-photos-3x3-gap-ft": ("train_image.py", GAP_FT, PHOTO_MISSING_0_3),
     # the shipped recipes again on the 183 training photos only (the split rule holds val out), scored on val with
     # the README commands' settings (issue 29's rule: a val split the shipped models never saw)
-    "image-photos-3x3-val": ("train_image.py", MIXED + ["--eval-every", "4000", "--max-steps", "24000"],
-                             [["--split", "val", *REPEATS]]),
+    "image-photos-3x3-val": ("train_image.py", MIXED + ["--eval-every", "4000", "--max-steps", "24000"], VAL_TEST),
     "image-photos-3x3-val-gap-ft": ("train_image.py", gap_ft(PHOTO_3X3, "runs/bench/image-photos-3x3-val/ckpt.pt"),
                                     [["--split", "val", "--missing", "0", "--samples", "32", "--sampler", "ddpm",
                                       *REPEATS]]),
@@ -122,7 +121,8 @@ RECIPES = {
         "--init", "runs/bench/image-photos-3x3-pre-shapes-seed1/ckpt.pt", "--seed", "1", "--eval-every", "2000",
         "--max-steps", "4000"], [["--split", "val", *REPEATS]]),
     # the pretrained start at half the shipped recipe's steps (2000 of shapes + 10000), at its steps (2000 + 22000), and
-    # the gap fine-tune of the first, scored on val as `image-photos-3x3-val` and `image-photos-3x3-val-gap-ft`
+    # the gap fine-tune of the first, scored on val as `image-photos-3x3-val` and `image-photos-3x3-val-gap-ft` (the
+    # 24000-step runs, with and without shapes first, also on test once)
     "image-photos-3x3-pre-shapes-val": ("train_image.py", MIXED + [
         "--init", "runs/bench/image-photos-3x3-pre-shapes/ckpt.pt", "--eval-every", "2000", "--max-steps", "10000"],
         [["--split", "val", *REPEATS]]),
