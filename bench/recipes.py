@@ -129,6 +129,9 @@ RECIPES = {
     "image-photos-3x3-pre-shapes-val-24k": ("train_image.py", MIXED + [
         "--init", "runs/bench/image-photos-3x3-pre-shapes/ckpt.pt", "--eval-every", "4000", "--max-steps", "22000"],
         VAL_TEST),
+    "image-photos-3x3-pre-shapes-val-24k-gap-ft": ("train_image.py", gap_ft(
+        PHOTO_3X3, "runs/bench/image-photos-3x3-pre-shapes-val-24k/ckpt.pt"), [
+        ["--split", "val", "--missing", "0", "--samples", "32", "--sampler", "ddpm", *REPEATS]]),
     "image-photos-3x3-pre-shapes-val-gap-ft": ("train_image.py", gap_ft(
         PHOTO_3X3, "runs/bench/image-photos-3x3-pre-shapes-val/ckpt.pt"), [
         ["--split", "val", "--missing", "0", "--samples", "32", "--sampler", "ddpm", *REPEATS]]),
