@@ -48,13 +48,22 @@ MIXED = PHOTO_3X3 + ["--mix-shapes", "0.25"]                   # a quarter of th
 # issue 29, lever 1 as pretraining: built-in shapes at the photo model's settings, the start of a photo run (--init)
 PRE_SHAPES = ["--grid", "3", "--piece-size", "24", "--patch-size", "24", "--batch-size", "64", "--lr", "2e-3",
               "--schedule", "cosine", "--eval-every", "1000", "--max-steps", "2000"]
+PRE = "runs/bench/image-photos-3x3-pre-shapes/ckpt.pt"            # where `python -m bench` writes that run
 MISSING_0_3 = [["--missing", str(k)] for k in range(4)]   # score a model trained with missing pieces at 0..3
 # the photo test split holds 39 puzzles: one pass is a noisy estimate (its sampling noise alone moved the shipped gap
 # model's puzzle accuracy between 2.6% and 17.9%), so photo rows are the mean of 8 passes (seeds 1-8)
 PHOTO_PASSES = 8
 REPEATS = ["--repeats", str(PHOTO_PASSES)]
 PHOTO_TEST = [REPEATS]
-VAL_TEST = [["--split", "val", *REPEATS], REPEATS]     # choose on the val photos, then score the test photos once
+VAL = [["--split", "val", *REPEATS]]                    # the val photos only
+VAL_TEST = VAL + [REPEATS]                              # choose on the val photos, then score the test photos once
+VAL_GAP_X32 = [["--split", "val", "--missing", "0", "--samples", "32", "--sampler", "ddpm", *REPEATS]]  # the README's
+
+
+def photo_run_from(init, every, steps):
+    """The shapes-mix photo recipe started from `init`'s weights (--init): `steps` steps, held-out checks every
+    `every`."""
+    return MIXED + ["--init", init, "--eval-every", every, "--max-steps", steps]
 PHOTO_MISSING_0_3 = [m + REPEATS for m in MISSING_0_3]
 MMNIST = ["--dataset", "movingmnist", "--data-dir", MNIST, "--size", "32", "--lr", "1e-3", "--schedule", "cosine",
           "--eval-every", "500", "--eval-puzzles", "32"]
@@ -69,8 +78,7 @@ RECIPES = {
     # the README commands' settings (issue 29's rule: a val split the shipped models never saw)
     "image-photos-3x3-val": ("train_image.py", MIXED + ["--eval-every", "4000", "--max-steps", "24000"], VAL_TEST),
     "image-photos-3x3-val-gap-ft": ("train_image.py", gap_ft(PHOTO_3X3, "runs/bench/image-photos-3x3-val/ckpt.pt"),
-                                    [["--split", "val", "--missing", "0", "--samples", "32", "--sampler", "ddpm",
-                                      *REPEATS]]),
+                                    VAL_GAP_X32),
     # misses (bench/notes.md): the shapes mix kept in the gap fine-tune; the fine-tune twice as long (39 min in all)
     "image-photos-3x3-gap-ft-keepmix": ("train_image.py", GAP_FT + ["--mix-shapes", "0.25"], PHOTO_MISSING_0_3),
     "image-photos-3x3-gap-ft-8k": ("train_image.py", with_flag(GAP_FT, "--max-steps", "8000"), PHOTO_MISSING_0_3),
@@ -112,29 +120,20 @@ RECIPES = {
     # issue 29, lever 1 as pretraining: 2000 steps of built-in shapes at the photo model's settings, then 4000 steps
     # of the baseline recipe from them (6000 steps in all, as the baseline `image-photos-3x3-mix-val`)
     "image-photos-3x3-pre-shapes": ("train_image.py", PRE_SHAPES, [[]]),
-    "image-photos-3x3-pre-shapes-mix-val": ("train_image.py", MIXED + [
-        "--init", "runs/bench/image-photos-3x3-pre-shapes/ckpt.pt", "--eval-every", "2000", "--max-steps", "4000"],
-        [["--split", "val", *REPEATS]]),
+    "image-photos-3x3-pre-shapes-mix-val": ("train_image.py", photo_run_from(PRE, "2000", "4000"), VAL),
     # the same with --seed 1 in both stages (the run-to-run spread)
     "image-photos-3x3-pre-shapes-seed1": ("train_image.py", PRE_SHAPES + ["--seed", "1"], [[]]),
-    "image-photos-3x3-pre-shapes-mix-val-seed1": ("train_image.py", MIXED + [
-        "--init", "runs/bench/image-photos-3x3-pre-shapes-seed1/ckpt.pt", "--seed", "1", "--eval-every", "2000",
-        "--max-steps", "4000"], [["--split", "val", *REPEATS]]),
+    "image-photos-3x3-pre-shapes-mix-val-seed1": ("train_image.py", photo_run_from(
+        "runs/bench/image-photos-3x3-pre-shapes-seed1/ckpt.pt", "2000", "4000") + ["--seed", "1"], VAL),
     # the pretrained start at half the shipped recipe's steps (2000 of shapes + 10000), at its steps (2000 + 22000), and
     # the gap fine-tune of the first, scored on val as `image-photos-3x3-val` and `image-photos-3x3-val-gap-ft` (the
     # 24000-step runs, with and without shapes first, also on test once)
-    "image-photos-3x3-pre-shapes-val": ("train_image.py", MIXED + [
-        "--init", "runs/bench/image-photos-3x3-pre-shapes/ckpt.pt", "--eval-every", "2000", "--max-steps", "10000"],
-        [["--split", "val", *REPEATS]]),
-    "image-photos-3x3-pre-shapes-val-24k": ("train_image.py", MIXED + [
-        "--init", "runs/bench/image-photos-3x3-pre-shapes/ckpt.pt", "--eval-every", "4000", "--max-steps", "22000"],
-        VAL_TEST),
+    "image-photos-3x3-pre-shapes-val": ("train_image.py", photo_run_from(PRE, "2000", "10000"), VAL),
+    "image-photos-3x3-pre-shapes-val-24k": ("train_image.py", photo_run_from(PRE, "4000", "22000"), VAL_TEST),
     "image-photos-3x3-pre-shapes-val-24k-gap-ft": ("train_image.py", gap_ft(
-        PHOTO_3X3, "runs/bench/image-photos-3x3-pre-shapes-val-24k/ckpt.pt"), [
-        ["--split", "val", "--missing", "0", "--samples", "32", "--sampler", "ddpm", *REPEATS]]),
+        PHOTO_3X3, "runs/bench/image-photos-3x3-pre-shapes-val-24k/ckpt.pt"), VAL_GAP_X32),
     "image-photos-3x3-pre-shapes-val-gap-ft": ("train_image.py", gap_ft(
-        PHOTO_3X3, "runs/bench/image-photos-3x3-pre-shapes-val/ckpt.pt"), [
-        ["--split", "val", "--missing", "0", "--samples", "32", "--sampler", "ddpm", *REPEATS]]),
+        PHOTO_3X3, "runs/bench/image-photos-3x3-pre-shapes-val/ckpt.pt"), VAL_GAP_X32),
     # the shapes prior in the gap fine-tune: the gap-8 fine-tune of the val-held-out baseline, without and with it
     "image-photos-3x3-mix-val-gap-ft": ("train_image.py", GAP_FT_VAL, VAL_TEST),
     "image-photos-3x3-mix-val-gap-ft-mix": ("train_image.py", GAP_FT_VAL + ["--mix-shapes", "0.25"], VAL_TEST),
