@@ -66,12 +66,22 @@ positive_float = finite_float(allow_zero=False)   # e.g. --lr
 loss_weight = finite_float(allow_zero=True)       # --weight-code, --weight-content
 
 
+def mps_available():
+    """Is Apple's Metal backend (a Mac's GPU) there to use?"""
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps and mps.is_available())
+
+
 def resolve_device(device_arg):
-    """--device auto|cpu|cuda|cuda:N -> torch.device ("auto": the GPU when there is one)."""
+    """--device auto|cpu|cuda|cuda:N|mps -> torch.device ("auto": a CUDA GPU, else a Mac's GPU (mps), else the CPU).
+    On mps everything runs in fp32 (--precision auto)."""
     if device_arg == "auto":
-        device_arg = "cuda" if torch.cuda.is_available() else "cpu"
-    if device_arg != "cpu" and not re.fullmatch(r"cuda(:\d+)?", device_arg):
-        raise UserError(f"--device must be auto, cpu, cuda or cuda:N, got {device_arg!r}")
+        device_arg = "cuda" if torch.cuda.is_available() else "mps" if mps_available() else "cpu"
+    if device_arg not in ("cpu", "mps") and not re.fullmatch(r"cuda(:\d+)?", device_arg):
+        raise UserError(f"--device must be auto, cpu, cuda, cuda:N or mps, got {device_arg!r}")
     if device_arg.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError("--device cuda was asked for but no CUDA GPU is available; use --device cpu")
+        raise UserError("--device cuda was asked for but no CUDA GPU is available; use --device auto or cpu")
+    if device_arg == "mps" and not mps_available():
+        raise UserError("--device mps was asked for but this machine has no Apple GPU (Metal); use --device auto or "
+                        "cpu")
     return torch.device(device_arg)

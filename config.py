@@ -162,7 +162,7 @@ class TrainConfig:
 class RunConfig:
     """How this process runs a training (the scripts' run flags of the same names); never stored in a checkpoint."""
     out: str = "out/run"                     # ckpt.pt and log.txt
-    device: str = "auto"                     # auto, cpu, cuda or cuda:N
+    device: str = "auto"                     # auto (cuda, else mps, else cpu), cpu, cuda, cuda:N or mps
     workers: int = 1                         # data-loading processes
     compile: bool = False                    # torch.compile the model
     init: Optional[str] = None               # fine-tune from this checkpoint's EMA weights

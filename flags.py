@@ -132,7 +132,9 @@ def add_train_flags(p, defaults):
                         "may change, logged; other flags that differ are refused")
     p.add_argument("--init", default=None,
                    help="fine-tune: start from this checkpoint's (EMA) weights with a fresh optimizer at step 0")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (torchrun sets one per process)")
+    p.add_argument("--device", default="auto",
+                   help="auto (a CUDA GPU, else a Mac's GPU, mps, else the CPU), cpu, cuda, cuda:N or mps (torchrun "
+                        "sets one per process)")
     p.add_argument("--log-every", type=positive, default=50,
                    help="log the mean losses every N steps (reading them syncs the device, so not every step)")
     p.add_argument("--workers", type=int, default=1, help="data-loading processes (0 = in the main process)")

@@ -20,17 +20,28 @@ mnist_test_seq.npy instead (readable here too); these are generated from the t10
 
 The MNIST files are the IDX files from the MNIST site (plain or .gz, or torchvision's MNIST/raw layout).
 `load_movingmnist` reads the fixed standard set instead (mnist_test_seq.npy, 10000 clips of 20 frames).
+
+    python mnist.py --download data/mnist      # fetch the four MNIST .gz files (md5-checked) into data/mnist
+    python mnist.py --download data/mnist --mirror https://example.org/mnist/   # from another copy
 """
+import argparse
 import functools
 import gzip
+import hashlib
+import http.client
 import math
 import os
+import ssl
+import tempfile
+import urllib.error
+import urllib.request
 import zlib
 
 import numpy as np
 from PIL import Image
+from tqdm import tqdm
 
-from cli import UserError
+from cli import UserError, run_cli
 
 DIGIT = 28    # MNIST digit side, px
 CANVAS = 64   # Moving MNIST frame side, px; digits move with top-left corner in [0, CANVAS - DIGIT] = [0, 36]
@@ -40,6 +51,16 @@ SPEED = 3.6
 MOVINGMNIST_FILE = "mnist_test_seq.npy"   # the fixed standard set: 10000 clips of 20 frames
 NAMES = {"train": ["train-images-idx3-ubyte", "train-images.idx3-ubyte"],
          "test": ["t10k-images-idx3-ubyte", "t10k-images.idx3-ubyte"]}
+# --download: where the MNIST files are fetched from, in order (torchvision's mirror, then TensorFlow's; both serve
+# the original files), and their md5s (as torchvision lists them)
+MIRRORS = ("https://ossci-datasets.s3.amazonaws.com/mnist/", "https://storage.googleapis.com/cvdf-datasets/mnist/")
+MD5 = {"train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873",
+       "train-labels-idx1-ubyte.gz": "d53e105ee54ea40749a09fcbcd1e9432",
+       "t10k-images-idx3-ubyte.gz": "9fb629c4189551a2d022fa330f9573f3",
+       "t10k-labels-idx1-ubyte.gz": "ec29112dd5afa0611ce80d1b7f02629c"}
+NET_ERRORS = (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError, ssl.SSLError)
+TIMEOUT = 60          # s without an answer before a mirror counts as down
+CHUNK = 1 << 16       # bytes read at a time
 
 
 def read_idx(path):
@@ -162,3 +183,123 @@ def load_movingmnist(path):
         raise UserError(f"--data-dir {path} holds a {data.dtype} array of shape {data.shape}; MovingMNIST needs "
                         "uint8 (20, 10000, 64, 64) = (frames, videos, height, width)")
     return data.transpose(1, 0, 2, 3)                          # t n h w -> n t h w
+
+
+# ----------------------------------------------------------------------------
+# python mnist.py --download DIR: fetch the MNIST files
+# ----------------------------------------------------------------------------
+
+def file_md5(path):
+    """The md5 hex digest of a file, read in chunks."""
+    digest = hashlib.md5()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _stream(url, dest, name):
+    """Copy url into the open binary file dest with a progress bar; returns the md5 of the bytes that came."""
+    digest = hashlib.md5()
+    with urllib.request.urlopen(url, timeout=TIMEOUT) as response:
+        size = response.headers.get("Content-Length") or ""
+        total = int(size) if size.isdigit() else None
+        with tqdm(total=total, desc=name, unit="B", unit_scale=True, unit_divisor=1024, leave=False,
+                  disable=None) as bar:  # disable=None: no bar when stderr is not a terminal
+            while chunk := response.read(CHUNK):
+                digest.update(chunk)
+                dest.write(chunk)
+                bar.update(len(chunk))
+    return digest.hexdigest()
+
+
+def _reason(error):
+    """A short reason for a failed fetch, e.g. 'HTTP 404 Not Found' or 'timed out'."""
+    if isinstance(error, urllib.error.HTTPError):
+        return f"HTTP {error.code} {error.reason}"
+    reason = getattr(error, "reason", None) or error
+    return str(reason) or type(reason).__name__
+
+
+def fetch_file(folder, name, mirrors):
+    """
+    folder/name from the first of mirrors (base URLs) that serves it with MD5[name]; returns the URL it came from,
+    or None when folder/name is already there with the right md5. Each try goes to a temp file in folder that is
+    renamed only once its md5 matches and deleted otherwise, so no partial or corrupt file is ever left.
+    """
+    path, want = os.path.join(folder, name), MD5[name]
+    if os.path.isfile(path):
+        if file_md5(path) == want:
+            return None
+        print(f"{path} is there but its md5 is not MNIST's; fetching it again")
+    failures, corrupt = [], False
+    for base in mirrors:
+        url = base + name
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                got = _stream(url, f, name)
+            if got == want:
+                os.replace(tmp, path)
+                if failures:
+                    print(f"{name}: {'; '.join(failures)}; fetched from {url} instead")
+                return url
+            corrupt = True
+            failures.append(f"{url} sent a file with md5 {got}, not {want}")
+        except NET_ERRORS as e:
+            failures.append(f"{url} failed ({_reason(e)})")
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+    todo = ("run again later or pass --mirror URL of a good copy" if corrupt else
+            "check the network connection, or pass --mirror URL of a folder that holds the MNIST .gz files")
+    raise UserError(f"MNIST file {name} could not be fetched into {folder}" + (" (a corrupt download was not kept)"
+                    if corrupt else "") + f": {'; '.join(failures)}; {todo}")
+
+
+def download(folder, mirrors=None):
+    """
+    Fetch the four MNIST .gz files (MD5's names) into folder (created if needed), trying mirrors (base URLs, default
+    MIRRORS) in order; files already there with the right md5 are kept. Returns {name: URL, or None when kept}.
+    """
+    mirrors = [m if m.endswith("/") else m + "/" for m in (MIRRORS if mirrors is None else mirrors)]
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise UserError(f"--download {folder} is a file, not a folder; pass a folder for the MNIST files")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        return {name: fetch_file(folder, name, mirrors) for name in MD5}
+    except OSError as e:  # the network's errors are handled per mirror: this is the folder's
+        raise UserError(f"could not write the MNIST files into {folder} ({e}); pass a writable folder with "
+                        "about 12 MB free as --download") from None
+
+
+def main(args):
+    if args.download is None:
+        if args.mirror:
+            raise UserError("--mirror needs --download DIR, the folder to fetch the MNIST files into")
+        get_parser().print_help()
+        return None
+    if args.mirror is not None and "://" not in args.mirror:
+        raise UserError(f"--mirror must be a base URL like https://host/mnist/, got {args.mirror!r}")
+    got = download(args.download, None if args.mirror is None else [args.mirror])
+    for name, url in got.items():
+        print(f"{name}: {'already there, md5 ok' if url is None else 'fetched from ' + url}")
+    print(f"{args.download} holds the MNIST files; use it as --dataset movingmnist --data-dir {args.download}")
+    return got
+
+
+def get_parser():
+    p = argparse.ArgumentParser(description="Fetch the MNIST IDX files that Moving MNIST clips are made of "
+                                "(train_video.py --dataset movingmnist --data-dir DIR).")
+    p.add_argument("--download", metavar="DIR",
+                   help="fetch the four MNIST .gz files (train and t10k images and labels) into DIR, created if "
+                        "needed; each file's md5 is checked, a corrupt one is not kept, and files already there with "
+                        "the right md5 are not fetched again")
+    p.add_argument("--mirror", metavar="URL",
+                   help="fetch from this base URL (the file names are appended to it) instead of the built-in "
+                        f"mirrors, tried in order: {', '.join(MIRRORS)}")
+    return p
+
+
+if __name__ == "__main__":
+    run_cli(main, get_parser().parse_args())

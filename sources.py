@@ -77,7 +77,11 @@ def split_seen(record, files_of, split, where):
             return None, (f"note: {ckpt} (or the run it continues) does not record which files it trained on, so its "
                           f"{split} score may include training files")
         if record["splits"]:
-            today = fingerprint([f for s in record["splits"] for f in files_of(s)], data_dir, record["splits"])
+            try:
+                today = fingerprint([f for s in record["splits"] for f in files_of(s)], data_dir, record["splits"])
+            except UserError:                        # a split it trained on cannot be formed from this folder
+                return None, (f"note: cannot tell whether {ckpt} trained on this {split} split, as the "
+                              f"{' + '.join(record['splits'])} split it records cannot be formed from {data_dir}")
             if any(today[k] != record[k] for k in today):
                 return None, (f"note: {ckpt} trained on {record['files']} files that are not today's "
                               f"{' + '.join(record['splits'])} split of {data_dir}, so its {split} score may include "

@@ -33,7 +33,7 @@ from jpdvt import SampleOptions, given_codes, puzzle_loss, solve
 from puzzles import to_device
 from sources import fingerprint
 
-PRECISIONS = {"auto": "bf16 on CUDA, fp32 on CPU", "fp32": "full precision", "bf16": "bfloat16 autocast",
+PRECISIONS = {"auto": "bf16 on CUDA, fp32 on CPU and mps", "fp32": "full precision", "bf16": "bfloat16 autocast",
               "fp16": "float16 autocast + grad scaling (CUDA)"}
 SCHEDULES = {"constant": "constant after the warm-up (the paper states no schedule)",
              "cosine": "cosine decay from step 0 to 0 at --max-steps, times the warm-up ramp"}
@@ -235,7 +235,7 @@ def setup_distributed(device_arg):
         local = int(os.environ.get("LOCAL_RANK", 0))
         torch.cuda.set_device(local)
         return rank, world, torch.device("cuda", local)
-    return rank, world, torch.device("cpu")
+    return rank, world, device
 
 
 def cpu_threads(device, world, workers):
@@ -281,7 +281,7 @@ def resume_or_init(ckpt, init, config, objects):
 
 
 def autocast(device, precision):
-    """The autocast region of --precision (auto: bf16 on CUDA, none on CPU); the weights stay fp32."""
+    """The autocast region of --precision (auto: bf16 on CUDA, none on CPU and mps); the weights stay fp32."""
     if precision == "auto":
         precision = "bf16" if device.type == "cuda" else "fp32"
     if precision == "fp32":

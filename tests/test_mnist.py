@@ -1,14 +1,21 @@
-"""Moving MNIST (mnist.py): IDX reading and its errors, finding the files, and the bouncing-digit clips.
+"""Moving MNIST (mnist.py): IDX reading and its errors, finding the files, the bouncing-digit clips, and
+`python mnist.py --download DIR`.
 
-Every test writes its own tiny synthetic IDX files; real MNIST is never needed.
+Every test writes its own tiny synthetic IDX files; real MNIST is never needed, and the download tests fetch from a
+local HTTP server on 127.0.0.1 (nothing reaches the network).
 """
+import functools
 import gzip
+import hashlib
+import http.server
 import os
+import threading
 
 import numpy as np
 import pytest
 from conftest import sample_run, train_video_run
 
+import mnist
 from cli import UserError
 from config import VideoConfig
 from mnist import find_idx, is_mnist_dir, mnist_digits, moving_mnist, read_idx
@@ -190,3 +197,117 @@ def test_train_video_on_mnist_idx_files(tmp_path):
     (broken / "t10k-images-idx3-ubyte").write_bytes(b"\x00\x00\x08\x03" + b"\x00" * 5)     # truncated header
     with pytest.raises(UserError, match="t10k-images-idx3-ubyte.*truncated"):   # the test split is read by sample.py
         sample_run("--ckpt", tmp_path / "run" / "ckpt.pt", "--data-dir", broken, "--out", tmp_path / "s2")
+
+
+# ----------------------------------------------------------------------------- python mnist.py --download DIR
+
+GZ = ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+      "t10k-labels-idx1-ubyte.gz"]
+
+
+def fake_mnist(folder):
+    """The four MNIST .gz names in folder as tiny fake IDX files; returns {name: md5}."""
+    write_idx(folder / GZ[0], fake_digits(12), gz=True)
+    write_idx(folder / GZ[1], np.arange(12, dtype=np.uint8) % 10, gz=True)
+    write_idx(folder / GZ[2], fake_digits(5, value=90), gz=True)
+    write_idx(folder / GZ[3], np.arange(5, dtype=np.uint8), gz=True)
+    return {n: hashlib.md5((folder / n).read_bytes()).hexdigest() for n in GZ}
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A local HTTP server over tmp_path/www: (base URL, list of the paths asked for)."""
+    www = tmp_path / "www"
+    www.mkdir()
+    asked = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self):
+            asked.append(self.path)
+            super().do_GET()
+
+        def log_message(self, fmt, *args):  # quiet
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(www)))
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)  # quick shutdown
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/", asked
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join()
+
+
+@pytest.fixture
+def local_mirrors(tmp_path, server, monkeypatch):
+    """Good fake files at BASE/good/, the same with a corrupt train-images at BASE/bad/, nothing at BASE/none/; the
+    module's md5 table and built-in mirrors point at them. Returns (base URL, asked paths)."""
+    base, asked = server
+    md5 = fake_mnist(tmp_path / "www" / "good")
+    fake_mnist(tmp_path / "www" / "bad")
+    (tmp_path / "www" / "bad" / GZ[0]).write_bytes(gzip.compress(b"not the MNIST digits"))
+    monkeypatch.setattr(mnist, "MD5", md5)
+    monkeypatch.setattr(mnist, "MIRRORS", (base + "none/", base + "good/"))
+    return base, asked
+
+
+def download_run(*flags):
+    return mnist.main(mnist.get_parser().parse_args([str(f) for f in flags]))
+
+
+def test_download_tries_mirrors_in_order_and_checks_md5(tmp_path, local_mirrors, capsys):
+    base, asked = local_mirrors
+    out = tmp_path / "data" / "mnist"                                   # created, parents too
+    got = download_run("--download", out)
+    assert got == {n: base + "good/" + n for n in GZ}                     # the first mirror 404s, the second serves
+    assert asked == [p for n in GZ for p in ("/none/" + n, "/good/" + n)]
+    assert sorted(os.listdir(out)) == sorted(GZ)                          # no temp files left
+    assert all((out / n).read_bytes() == (tmp_path / "www" / "good" / n).read_bytes() for n in GZ)
+    assert mnist_digits(str(out), "train").shape == (12, 28, 28)          # ready for --data-dir
+    assert mnist_digits(str(out), "test").shape == (5, 28, 28)
+    assert "HTTP 404" in capsys.readouterr().out                          # the failed mirror is reported
+
+
+def test_download_refuses_a_corrupt_file_and_keeps_none(tmp_path, local_mirrors):
+    base, asked = local_mirrors
+    out = tmp_path / "mnist"
+    with pytest.raises(UserError, match=rf"{GZ[0]}.*corrupt.*not kept.*md5.*--mirror") as e:
+        download_run("--download", out, "--mirror", base + "bad")         # no trailing slash: one is added
+    assert "\n" not in str(e.value)
+    assert os.listdir(out) == []                                          # neither the file nor a temp file
+    assert asked == ["/bad/" + GZ[0]]                                     # --mirror replaces the built-in list
+    mnist.MIRRORS = (base + "bad/", base + "good/")                       # (monkeypatch restores it)
+    assert download_run("--download", out)[GZ[0]] == base + "good/" + GZ[0]   # corrupt at one: the next one
+    assert sorted(os.listdir(out)) == sorted(GZ)
+
+
+def test_download_keeps_good_files_and_replaces_bad_ones(tmp_path, local_mirrors):
+    base, asked = local_mirrors
+    out = tmp_path / "mnist"
+    out.mkdir()
+    good = (tmp_path / "www" / "good" / GZ[0]).read_bytes()
+    (out / GZ[0]).write_bytes(good)
+    (out / GZ[2]).write_bytes(b"truncated")                               # wrong md5: fetched again, replaced
+    got = download_run("--download", out, "--mirror", base + "good/")
+    assert got[GZ[0]] is None and got[GZ[2]] == base + "good/" + GZ[2]
+    assert asked == ["/good/" + n for n in GZ[1:]]                        # the good one is not fetched again
+    assert (out / GZ[2]).read_bytes() == (tmp_path / "www" / "good" / GZ[2]).read_bytes()
+    del asked[:]
+    assert set(download_run("--download", out).values()) == {None} and asked == []   # all there: nothing fetched
+
+
+def test_download_errors_are_one_sentence(tmp_path, local_mirrors, capsys):
+    base, asked = local_mirrors
+    with pytest.raises(UserError, match=rf"{GZ[0]}.*HTTP 404.*network.*--mirror"):
+        download_run("--download", tmp_path / "a", "--mirror", base + "none/")
+    with pytest.raises(UserError, match="--mirror must be a base URL"):
+        download_run("--download", tmp_path / "a", "--mirror", "example.org/mnist")
+    with pytest.raises(UserError, match="--mirror needs --download"):
+        download_run("--mirror", base)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(UserError, match="is a file, not a folder"):
+        download_run("--download", tmp_path / "file")
+    assert download_run() is None and "--download DIR" in capsys.readouterr().out   # no flags: the help
+    assert asked == ["/none/" + GZ[0]]
+    help_text = mnist.get_parser().format_help()
+    assert "--download DIR" in help_text and "--mirror URL" in help_text and mnist.MIRRORS[0] in help_text

@@ -1,0 +1,89 @@
+"""A new user's machine: --device auto on a Mac, a seeded solve, the command line and jpdvt.load agreeing on a bag of
+pieces, and a test folder scored when no val split can be formed."""
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from conftest import CHELSEA, COFFEE, ROOT, sample_run
+from PIL import Image
+
+import cli
+import jpdvt
+from cli import UserError, resolve_device
+from sources import fit_image
+
+PHOTOS_CKPT = os.path.join(ROOT, "checkpoints", "image-photos-3x3.pt")
+
+
+def pieces_of(photo, side=48, seed=0):
+    """A photo cut into 3x3 pieces, shuffled: {name: PIL image}, names in the shuffled order."""
+    img = fit_image(Image.open(photo), 3 * side, 3 * side)
+    tiles = [img[r * side:(r + 1) * side, c * side:(c + 1) * side] for r in range(3) for c in range(3)]
+    order = np.random.default_rng(seed).permutation(9)
+    return {f"piece{i}.png": Image.fromarray((tiles[k] * 255).round().astype(np.uint8)) for i, k in enumerate(order)}
+
+
+def test_device_auto_prefers_cuda_then_mps_then_cpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(cli, "mps_available", lambda: True)
+    assert resolve_device("auto").type == "mps"
+    assert resolve_device("mps").type == "mps"
+    monkeypatch.setattr(cli, "mps_available", lambda: False)
+    assert resolve_device("auto").type == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(cli, "mps_available", lambda: True)
+    assert resolve_device("auto").type == "cuda"
+
+
+def test_device_mps_without_a_mac_gpu_is_one_sentence(monkeypatch):
+    monkeypatch.setattr(cli, "mps_available", lambda: False)
+    with pytest.raises(UserError, match=r"^--device mps was asked for but this machine has no Apple GPU"):
+        resolve_device("mps")
+    with pytest.raises(UserError, match="auto, cpu, cuda, cuda:N or mps"):
+        resolve_device("metal")
+
+
+def test_solve_with_a_seed_repeats_itself():
+    solver = jpdvt.load(PHOTOS_CKPT, device="cpu")
+    pieces = pieces_of(COFFEE)
+    first, again = solver.solve(pieces, seed=7), solver.solve(pieces, seed=7)
+    assert np.array_equal(first.positions, again.positions)
+    assert np.array_equal(first.confidence, again.confidence)
+    assert first.puzzle_confidence == again.puzzle_confidence
+
+
+def test_command_line_solves_a_bag_as_jpdvt_load_does(tmp_path):
+    pieces = pieces_of(CHELSEA, seed=1)
+    folder = tmp_path / "bag"
+    folder.mkdir()
+    for name, im in pieces.items():
+        im.save(folder / name)
+    report = sample_run("--ckpt", PHOTOS_CKPT, "--pieces", folder)
+    result = jpdvt.load(PHOTOS_CKPT, device="cpu").solve({n: Image.open(folder / n).convert("RGB")
+                                                           for n in sorted(pieces)})
+    table = torch.load(PHOTOS_CKPT, weights_only=True)["calibration"]["settings"]
+    assert (report["sampler"], report["steps"], report["samples"]) == (table["sampler"], table["steps"],
+                                                                       table["samples"])
+    assert report["calibrated"] and result.confidence is not None
+    for (name, got), (row, col), conf in zip(sorted(report["pieces"].items()), result.positions, result.confidence):
+        assert (got["row"], got["col"]) == (row, col), name
+        assert got["confidence"] == pytest.approx(float(conf), abs=0)
+    assert report["puzzle_confidence"] == pytest.approx(result.puzzle_confidence, abs=0)
+    saved = json.load(open(tmp_path / "bag_solved" / "arrangement.json"))
+    assert saved["puzzle_confidence"] == report["puzzle_confidence"]
+
+
+def test_a_test_folder_is_scored_when_no_val_split_can_be_formed(tmp_path, capsys):
+    (tmp_path / "train").mkdir()
+    (tmp_path / "test").mkdir()
+    shutil.copy(COFFEE, tmp_path / "train" / "only.jpg")
+    shutil.copy(COFFEE, tmp_path / "test" / "a.jpg")
+    shutil.copy(CHELSEA, tmp_path / "test" / "b.jpg")
+    metrics = sample_run("--ckpt", PHOTOS_CKPT, "--dataset", "folder", "--data-dir", tmp_path, "--num-puzzles", 2,
+                         "--steps", 2, "--out", tmp_path / "out")
+    assert metrics["num_puzzles"] == 2 and metrics["split_seen"] is None
+    out = capsys.readouterr().out
+    assert "cannot tell whether" in out and "train + val split it records cannot be formed" in out
