@@ -1,14 +1,20 @@
 """
 The benchmark's record: rows in bench/results.json (one per recipe evaluation, baseline or measurement, each with
-its command, machine, date, training minutes and metrics) and the report written from them, bench/BENCHMARKS.md
-(a table per group, then bench/notes.md). `python -m bench` with no names only rewrites the report.
+its command, machine, date, training minutes and metrics) and the log written from them, bench/BENCHMARKS.md: a
+compact table per group (the command that reproduces a group is written once, above its table; every row's exact
+command stays in results.json). `python -m bench` with no names only rewrites the log. The notes behind the rows are
+bench/notes.md, the headline tables bench/README.md.
 """
 import json
 import os
+import re
 import time
+
+from bench.recipes import RECIPES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))      # the repository root, parent of bench/
 RESULTS = os.path.join(ROOT, "bench", "results.json")
+HISTORY = "2038b60"           # the last commit whose BENCHMARKS.md lists every row's command and appends the notes
 
 
 def load_results():
@@ -35,56 +41,161 @@ def save_result(key, row):
         json.dump(results, f, indent=1, sort_keys=True)
 
 
-def fmt(m):
+KEYS = ["piece_acc", "puzzle_acc", "kendall", "exact", "kendall_set", "exact_set", "kendall_rev", "sec_per_puzzle",
+        "steps_per_s", "gflop_per_step", "tflop_per_s", "mfu", "puzzles_per_s_ddim50", "images_per_s", "workers",
+        "batch", "params_M", "auroc_sampled", "auroc_mean", "ms_per_batch64", "ms_per_step", "threads", "puzzles",
+        "loss_first", "loss_last"]
+
+
+def values(m):
+    """A row's metrics as printed: 4 significant digits (integers whole), the confidence's ECE (piece, puzzle) 3
+    decimals."""
     conf = m.get("confidence") or {}
-    eces = "".join(f", {part} ECE {conf[part]['ece']:.3f}" for part in ("piece", "puzzle") if part in conf)
-    keys = ["piece_acc", "puzzle_acc", "kendall", "exact", "kendall_set", "exact_set", "kendall_rev", "sec_per_puzzle",
-            "steps_per_s", "gflop_per_step", "tflop_per_s", "mfu", "puzzles_per_s_ddim50", "images_per_s", "workers",
-            "batch", "params_M", "auroc_sampled", "auroc_mean", "ms_per_batch64", "ms_per_step", "threads"]
-    return ", ".join(f"{k} {m[k]:.4g}" for k in keys if k in m) + eces
+    shown = {k: str(m[k]) if type(m[k]) is int else f"{m[k]:.4g}" for k in KEYS if k in m}
+    return shown | {f"{part} ECE": f"{conf[part]['ece']:.3f}" for part in ("piece", "puzzle") if part in conf}
+
+
+def fmt(m):
+    return ", ".join(f"{k} {v}" for k, v in values(m).items())
+
+
+# group -> (title, the command that reproduces its rows; None: each row's own command, hand-run rows)
+GROUPS = {
+    "recipes": ("Recipes (train + score)",
+                "`python -m bench RECIPE` trains a recipe (its flags: `bench/recipes.py`), then scores each evaluation "
+                "with `sample.py --num-puzzles 200 --seed 1 --sampler ddim` and the evaluation's flags; "
+                "`python -m bench --score-only RECIPE` scores its checkpoint again"),
+    "baselines": ("Non-learned baselines (the recipes' test puzzles; `val` rows: their val puzzles)",
+                  "`python -m bench baselines` (the `val` rows: `python -m bench baselines-val`); images "
+                  "piece_acc / puzzle_acc, videos kendall / exact; MGC and edge: exhaustive placement"),
+    "sampler": ("Sampler: one call and DDIM steps against DDPM-1000 (image-3x3 checkpoint, shipped as "
+                "`checkpoints/image-shapes-3x3.pt`)",
+                "`python -m bench sampler` (the steps-1 row: `python -m bench one-call`)"),
+    "one-call": ("One network call (`--steps 1`) on the video recipe rows' test clips (shipped checkpoints)",
+                 "`python -m bench one-call`"),
+    "confidence": ("Confidence (issue 28.3): tables fitted on val (`--calibrate`; the photo models trained on val), "
+                   "then reliability and ECE on test, each shipped checkpoint's README settings",
+                   "`python -m bench confidence` (the evidence rows: `python -m bench confidence-evidence`)"),
+    "one-call val": ("sample.py's default chosen on val: one call, DDIM-50, DDPM-50 (val split, `--seed 1`; image "
+                     "rows 8 passes; photo rows trained on val)", "`python -m bench one-call-val`"),
+    "assign": ("Assignment: Hungarian (default) against the paper's greedy rule, same sampled codes",
+               "`python -m bench assign`"),
+    "ensemble": ("Ensembles: K samples of the codes per puzzle, assigned on their mean distance",
+                 "`python -m bench ensemble` (the README row alone: `python -m bench ensemble-readme`; the steps-1 "
+                 "rows: `python -m bench one-call`)"),
+    "transfer": ("The shipped photo gap model on built-in shapes (24 px pieces in 32 px cells)",
+                 "`python -m bench transfer`"),
+    "throughput": ("Throughput (DiT on 3x3 puzzles, U-Net on 5 x 4 or 8 x 4 pieces; batch as listed)",
+                   "`python -m bench throughput` (`--device cuda`: the (cuda) rows; the (NVIDIA H200) rows: "
+                   "`bench/gpu.py`, recorded by `python -m bench gpu-record`)"),
+    "loader": ("Data loading (the ImageNet protocol on the photo folder, images per second; the Quickstart's data "
+               "worker against its model step, ms)",
+               "`python -m bench loader` (the Quickstart rows: `python -m bench loader-quickstart`)"),
+    "symmetry": ("Symmetries at solve time (issue 29, lever 3): `--symmetries` against as many samples",
+                 "`python -m bench symmetry`"),
+    "quickstart": ("Quickstart levers (issue 29, lever 5): one change each, 200 val puzzles, DDPM-50", None),
+    "compute": ("Compute (issue 29, lever 4): photo models trained on a lent H200, scored here",
+                "`python -m bench compute-val` (the checkpoints: `bench/gpu.py`)"),
+    "gpu": ("The lent-GPU session (`bench/gpu.py`, issue 30): training runs on the device",
+            "on the device `python -m bench.gpu --photos .photos --out $OUT --runs /tmp/runs --photo-seconds 200 "
+            "--gap-seconds 60`, then `python -m bench gpu-record` here"),
+}
+
+
+def short_machine(row):
+    """'2 CPU cores' -> '2 CPU', '1 NVIDIA H200 + 16 CPU cores (torch ...)' -> 'H200', with the command's thread
+    setting (OMP_NUM_THREADS=N -> ', N thr')."""
+    m = row["machine"]
+    gpu = re.match(r"1 (.+?) \+", m)
+    short = gpu.group(1).split()[-1] if gpu else m.replace(" CPU cores", " CPU")
+    threads = re.match(r"OMP_NUM_THREADS=(\d+) ", row["command"])
+    return short + (f", {threads.group(1)} thr" if threads else "")
+
+
+def kind(m):
+    return "image" if "piece_acc" in m and "puzzle_acc" in m else "video" if "kendall" in m else "other"
+
+
+def table(rows, first, recipes=None, own_commands=False):
+    """One table of `rows`, a column per metric they report; `first` heads the column of row names. With `recipes`
+    (recipe rows, named RECIPE--FLAGS), a recipe's evaluations share its name, training minutes and machine, given on
+    its first line; with own_commands, each row's command (the hand-run rows)."""
+    shown = {k: values(v["metrics"]) for k, v in rows.items()}
+    cols = [c for c in KEYS + ["piece ECE", "puzzle ECE"] if any(c in s for s in shown.values())]
+    trained = any(v["train_minutes"] for v in rows.values())
+    counted = any("num_puzzles" in v["metrics"] for v in rows.values())
+    head = [first] + ["evaluation"] * bool(recipes) + cols + ["n"] * counted + ["train min"] * trained + ["machine"]
+    head += ["command"] * own_commands
+    lines, previous = ["| " + " | ".join(head) + " |", "| --- " * len(head) + "|"], None
+    for key, v in sorted(rows.items()) if recipes else rows.items():
+        name, _, extra = key.partition("--") if recipes else (key, "", "")
+        m, again = v["metrics"], recipes and name == previous
+        one_pass = " (1 pass)" if m.get("dataset") == "folder" and m.get("repeats", 1) == 1 else ""   # photo rows
+        cells = ["" if again else name] + [(("--" + extra) if extra else "") + one_pass] * bool(recipes)
+        cells = [c.strip() for c in cells] + [shown[key].get(c, "") for c in cols]
+        cells += [str(m.get("num_puzzles", "-"))] * counted
+        cells += (["", ""] if again else [f"{v['train_minutes']:.1f}"] * trained + [short_machine(v)])
+        cells += [f"`{v['command']}`" + (f"<br>`{v['eval']}`" if v.get("eval") else "")] * own_commands
+        lines.append("| " + " | ".join(cells) + " |")
+        previous = name
+    return lines + [""]
+
+
+def group_tables(group, rows, recipes, own_commands):
+    """A group's tables: image rows, video rows and others apart; baselines one line per setting and solver; rows of
+    recipes since removed from bench/recipes.py (`recipes`) left out, counted."""
+    if group == "baselines":
+        return baseline_rows(rows)
+    removed = {k for k in rows if group == "recipes" and k.partition("--")[0] not in recipes}
+    lines = []
+    for part in ("image", "video", "other"):
+        some = {k: v for k, v in rows.items() if kind(v["metrics"]) == part and k not in removed}
+        if some:
+            lines += table(some, "recipe" if group == "recipes" else "row", recipes if group == "recipes" else None,
+                           own_commands)
+    note = f"({len(removed)} rows of recipes since removed from `bench/recipes.py` are left out.)"
+    return lines + ([note, ""] if removed else [])
+
+
+def pair(m):
+    return " / ".join(f"{m[k]:.4g}" for k in ("piece_acc", "puzzle_acc", "kendall", "exact") if k in m)
+
+
+def baseline_rows(rows):
+    """One line per puzzle setting, one column per solver (row `baseline SETTING: SOLVER`)."""
+    grid, solvers = {}, []
+    for key, v in rows.items():
+        setting, _, solver = key.removeprefix("baseline ").rpartition(": ")
+        solvers += [solver] if solver not in solvers else []
+        grid.setdefault(setting, {})[solver] = v["metrics"]
+    lines = ["| baseline SETTING | n | " + " | ".join(solvers) + " |", "| --- " * (len(solvers) + 2) + "|"]
+    for setting, cells in sorted(grid.items()):
+        n = next(iter(cells.values())).get("num_puzzles", "-")
+        lines.append(f"| {setting} | {n} | " + " | ".join(pair(cells[s]) if s in cells else "" for s in solvers)
+                     + " |")
+    return lines + [""]
 
 
 def render():
     results = load_results()
-    lines = ["# Benchmarks", "", "Written by `python -m bench` from `bench/results.json`. Test puzzles: fresh "
-             "seeds (test split, `--seed 1` unless the command says otherwise), disjoint from the training stream; "
-             "rows on the 39 test photos are the mean of 8 passes over them (`--repeats 8`: seeds 1-8), except those "
-             "marked (1 pass), scored before `--repeats` existed. Wall minutes include the end-of-training accuracy "
-             "check. Machines are noisy: one run each.", ""]
-    titles = {"recipes": "Recipes (train + score)",
-              "baselines": "Non-learned baselines (the recipes' test puzzles; `val` rows: their val puzzles)",
-              "sampler": "Sampler: one call and DDIM steps against DDPM-1000 (image-3x3 checkpoint, shipped as "
-                         "`checkpoints/image-shapes-3x3.pt`)",
-              "one-call": "One network call (`--steps 1`) on the video recipe rows' test clips (shipped checkpoints)",
-              "confidence": "Confidence (issue 28.3): tables fitted on val (`--calibrate`; the photo models trained "
-                            "on val), then reliability and ECE on test, each shipped checkpoint's README settings",
-              "one-call val": "sample.py's default chosen on val: one call, DDIM-50, DDPM-50 (val split, `--seed 1`; "
-                              "image rows 8 passes; photo rows trained on val)",
-              "assign": "Assignment: Hungarian (default) against the paper's greedy rule, same sampled codes",
-              "ensemble": "Ensembles: K samples of the codes per puzzle, assigned on their mean distance",
-              "transfer": "The shipped photo gap model on built-in shapes (24 px pieces in 32 px cells)",
-              "throughput": "Throughput (DiT on 3x3 puzzles, U-Net on 5 x 4 or 8 x 4 pieces; batch as listed)",
-              "loader": "Data loading (the ImageNet protocol on the photo folder, images per second; the Quickstart's "
-                        "data worker against its model step, ms)",
-              "symmetry": "Symmetries at solve time (issue 29, lever 3): `--symmetries` against as many samples",
-              "quickstart": "Quickstart levers (issue 29, lever 5): one change each, 200 val puzzles, DDPM-50",
-              "compute": "Compute (issue 29, lever 4): photo models trained on a lent H200, scored here",
-              "gpu": "The lent-GPU session (`bench/gpu.py`, issue 30): training runs on the device"}
-    for group, title in titles.items():
+    lines = ["# Benchmarks", "",
+             f"The full log (every row with its command, and the notes appended) is in git history: `git show "
+             f"{HISTORY}:bench/BENCHMARKS.md`.", "",
+             "Written by `python -m bench` from `bench/results.json`, which holds each row's exact command, machine "
+             "and date. Test puzzles: fresh seeds (test split, `--seed 1` unless the row says otherwise), disjoint "
+             "from the training stream; rows on the 39 test photos are the mean of 8 passes over them (`--repeats 8`: "
+             "seeds 1-8), except those marked (1 pass). Metrics are fractions (piece_acc, puzzle_acc; Kendall "
+             "distances strict), seconds per puzzle on the row's machine; n: puzzles per pass. Train min: wall "
+             "minutes, with the end-of-training check. Machine: its CPU cores or its GPU; thr: the command's "
+             "`OMP_NUM_THREADS`. Machines are noisy: one run each. The headline tables: `bench/README.md`; how the "
+             "recipes were found, what each lever did and the differences from the paper: `bench/notes.md`.", ""]
+    groups = list(GROUPS) + sorted({v["group"] for v in results.values()} - set(GROUPS))
+    for group in groups:
         rows = {k: v for k, v in results.items() if v["group"] == group}
         if not rows:
             continue
-        lines += [f"## {title}", "", "| row | metrics | train min | machine | command |",
-                  "| --- | --- | --- | --- | --- |"]
-        for k, v in rows.items():
-            cmd = f"`{v['command']}`" + (f"<br>`{v['eval']}`" if v.get("eval") else "")
-            one_pass = v["metrics"].get("dataset") == "folder" and v["metrics"].get("repeats", 1) == 1   # photos
-            lines.append(f"| {k}{' (1 pass)' if one_pass else ''} | {fmt(v['metrics'])} "
-                         f"(n={v['metrics'].get('num_puzzles', '-')}) | "
-                         f"{v['train_minutes']:.1f} | {v['machine']} | {cmd} |")
-        lines.append("")
-    notes = os.path.join(ROOT, "bench", "notes.md")
-    if os.path.exists(notes):
-        lines += [open(notes).read()]
+        title, how = GROUPS.get(group, (group, None))
+        lines += [f"## {title}", ""] + ([f"Reproduce: {how}.", ""] if how else [])
+        lines += group_tables(group, rows, RECIPES, how is None)
     with open(os.path.join(ROOT, "bench", "BENCHMARKS.md"), "w") as f:
         f.write("\n".join(lines))
