@@ -22,6 +22,10 @@ torch.set_num_threads(1)              # training.cpu_threads keeps what OMP_NUM_
 
 SHAPES_CKPT = os.path.join(ROOT, "checkpoints", "image-shapes-3x3.pt")     # shipped, trained: solves most puzzles
 DIGITS_CKPT = os.path.join(ROOT, "checkpoints", "video-digits-5x4.pt")
+# real photos shipped in docs/photos/ (sources and licences: docs/PHOTOS.md): the tests need no data folder beside
+# the checkout
+COFFEE = os.path.join(ROOT, "docs", "photos", "coffee.jpg")
+CHELSEA = os.path.join(ROOT, "docs", "photos", "chelsea.jpg")
 # a 2x2 grid of 8 px pieces (one DiT token each), data loaded in the training process itself
 TINY_IMAGE = ["--grid", "2", "--piece-size", "8", "--batch-size", "4", "--eval-puzzles", "4", "--eval-steps", "2",
               "--warmup", "0", "--workers", "0"]

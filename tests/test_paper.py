@@ -12,7 +12,7 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, assert_one_line_error, run, sample_run, train_image_run, train_video_run
+from conftest import CHELSEA, COFFEE, ROOT, assert_one_line_error, run, sample_run, train_image_run, train_video_run
 from PIL import Image
 
 import kinds
@@ -21,7 +21,7 @@ import train_image
 import train_video
 from checkpoint import load_checkpoint
 from cli import UserError
-from sources import HELD_OUT, hashed_split
+from sources import HELD_OUT, fingerprint, hashed_split
 from training import resume_or_init
 
 # ----------------------------------------------------------------------------- fixtures in the real layouts
@@ -256,11 +256,27 @@ def test_scoring_a_split_the_model_trained_on_says_so(tmp_path, capsys):
     assert sample_run(*flags)["split_seen"] is None
 
 
-def test_shipped_checkpoint_finds_its_data_from_any_folder(tmp_path):
-    """The shipped checkpoints store ../shared/data/... relative to the repository; the fixture runs in tmp_path."""
-    m = sample_run("--ckpt", f"{ROOT}/checkpoints/image-photos-3x3.pt", "--num-puzzles", "2", "--steps", "1",
-                   "--out", tmp_path / "s")
-    assert m["num_puzzles"] == 2 and m["split_seen"] is False
+def test_shipped_checkpoint_finds_its_data_from_any_folder(tmp_path, monkeypatch):
+    """The shipped photo checkpoints store ../shared/data/photos, relative to the repository: a copy in a checkout with
+    that folder beside it (crops of the shipped photos, docs/PHOTOS.md) finds it from another working folder."""
+    ck = torch.load(f"{ROOT}/checkpoints/image-photos-3x3.pt", weights_only=True)
+    assert ck["config"]["puzzle"]["data_dir"] == "../shared/data/photos"
+    data = tmp_path / "work" / "shared" / "data" / "photos"
+    for split, n in (("train", 4), ("val", 2), ("test", 2)):
+        (data / split).mkdir(parents=True)
+        for i in range(n):
+            img = Image.open((COFFEE, CHELSEA)[i % 2]).convert("RGB")
+            x, y = 40 * i + 60 * (split != "train"), 20 * i + 40 * (split == "test")
+            img.crop((x, y, x + 200, y + 200)).save(data / split / f"{split}{i}.jpg")
+    files = sorted(str(f) for split in ("train", "val") for f in (data / split).iterdir())
+    ck["data"] = fingerprint(files, str(data), ["train", "val"])     # the fixture's train + val, as a record
+    (tmp_path / "work" / "jpdvt" / "checkpoints").mkdir(parents=True)
+    torch.save(ck, tmp_path / "work" / "jpdvt" / "checkpoints" / "photos.pt")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")                  # ../shared/data/photos is not found from here
+    m = sample_run("--ckpt", tmp_path / "work" / "jpdvt" / "checkpoints" / "photos.pt", "--num-puzzles", "2",
+                   "--steps", "1", "--out", tmp_path / "s")
+    assert m["num_puzzles"] == 2 and m["split_seen"] is False    # False: today's train + val files are the record's
     ck = torch.load(f"{ROOT}/checkpoints/image-shapes-3x3.pt", weights_only=True)
     ck["config"]["puzzle"].update(dataset="folder", data_dir="nowhere/photos")
     torch.save(ck, tmp_path / "moved.pt")

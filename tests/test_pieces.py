@@ -9,7 +9,7 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, TINY_IMAGE, sample_run, train_image_run
+from conftest import COFFEE, ROOT, TINY_IMAGE, sample_run, train_image_run
 from PIL import Image
 
 from cli import UserError
@@ -17,11 +17,10 @@ from sources import fit_image
 from synthetic import moving_digits
 
 PHOTOS_CKPT = os.path.join(ROOT, "checkpoints", "image-photos-3x3.pt")
-ORANGE = os.path.join(ROOT, "..", "shared", "data", "photos", "test", "opencv-orange.jpg")
 DIGITS = os.path.join(ROOT, "checkpoints", "video-digits-5x4.pt")
 
 
-def cut_into_files(folder, photo=ORANGE, side=90, seed=3, keep=9):
+def cut_into_files(folder, photo=COFFEE, side=90, seed=3, keep=9):
     """A photo cut into 3x3 piece files with random names (and random sizes around `side`); returns {name: (r, c)}."""
     img = fit_image(Image.open(photo), 3 * side, 3 * side)
     rng = np.random.default_rng(seed)
@@ -52,7 +51,7 @@ def test_a_photo_cut_into_files_solves_like_image(tmp_path, capsys):
     assert json.loads((tmp_path / "out" / "arrangement.json").read_text())["pieces"] == report["pieces"]
     side = int(np.median([Image.open(tmp_path / "pieces" / n).size[0] for n in truth]))   # the pieces' own size
     assert Image.open(tmp_path / "out" / "solved.png").size == (3 * side + 4, 3 * side + 4)   # 2 px borders
-    sample_run("--ckpt", PHOTOS_CKPT, "--image", ORANGE, "--out", tmp_path / "image")
+    sample_run("--ckpt", PHOTOS_CKPT, "--image", COFFEE, "--out", tmp_path / "image")
     assert capsys.readouterr().out.count("solved: 9/9 pieces in place") == 1      # --image gets the same
 
 
