@@ -12,12 +12,26 @@ pooled per piece) and the pixels of every piece (used for missing pieces: noised
     code_out, content_out = model(code, content, t, missing, given)   # (B, N, 32), (B, N, 3, P, P)
 """
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from config import DiTConfig
+# ----------------------------------------------------------------------------- config
+
+@dataclass
+class DiTConfig:
+    """The image network (dit.DiT): a ViT with adaLN-Zero; CONFIGS names its sizes."""
+    piece_size: int = 16      # pixels per side of a piece
+    patch_size: int = 8       # ViT patch; a piece is (piece_size / patch_size)^2 tokens
+    in_channels: int = 3
+    code_dim: int = 32         # the paper's 2D positional code
+    hidden: int = 128
+    depth: int = 4
+    heads: int = 4
+    mlp_dim: int = 512
+
 
 CONFIGS = {
     "tiny": DiTConfig(patch_size=16, hidden=128, depth=4, heads=4, mlp_dim=512),   # CPU minutes: a token per piece

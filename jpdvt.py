@@ -1,9 +1,9 @@
 """
-The JPDVT method, for images and videos alike: the training objective and the solver.
+The JPDVT method, for images and videos alike: the training objective, the solver, and what differs between image
+and video puzzles. The user's entry point: `jpdvt.load(checkpoint).solve(pieces)`.
 
 Paper: "Masked Jigsaw Transformer Diffusion" (Sec. 3.1) and the supplement's "Predicted position encodings". Read
-this file after posenc.py and diffusion.py; the networks are in dit.py and unet3d.py, what differs between images
-and videos in kinds.py.
+this file after posenc.py and diffusion.py; the networks are in dit.py and unet3d.py, the puzzles in puzzles.py.
 
 - A puzzle batch is {content (B, N, ...) pieces in shuffled order, true_pos (B, N) the true position of each
   piece, missing (B, N) bool}. Its diffusion state has two parts: "code", the positional code of every piece (the
@@ -22,19 +22,58 @@ and videos in kinds.py.
 - solve (inference): sample the codes (and missing content), then give each piece the true position whose code
   is nearest to its predicted one (a one-to-one assignment: Hungarian, or greedy as the paper's text describes it,
   piece by piece by L2 distance; the authors' released code uses L1 and, for images, goes position by position).
+- Images / Videos (kind_of(config)): the table of true codes, the network, the puzzle stream and the scores of each.
+- Solver (load): a checkpoint's EMA network ready to solve test batches and your own bag of pieces.
 
     model = DiT(config.model); diffusion = GaussianDiffusion(1000, config.prediction)
     given = given_codes(batch, anchored=False)
     losses = puzzle_loss(model, diffusion, batch, table=table, given=given, weights={"code": 1.0, "content": 0.1})
     positions, content = solve(model, diffusion, batch, table=table, opts=SampleOptions(steps=50), given=given)
+    result = jpdvt.load("checkpoints/image-photos-3x3.pt").solve(pieces)   # .positions, .confidence, .image
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
+import numpy as np
 import torch
 
-from metrics import assign_batch
+from diffusion import GaussianDiffusion
+from dit import DiT
+from metrics import (
+    assign_batch,
+    kendall_distance,
+    kendall_reversible,
+    piece_accuracy,
+    puzzle_accuracy,
+    relabel_generated,
+)
+from plumbing.checkpoint import load_checkpoint
+from plumbing.cli import autocast, resolve_device
+from posenc import MIRRORS, grid_table, mirrored_cells, sequence_table
+from puzzles import DATASETS, VIDEO_DATASETS, ImagePuzzles, VideoPuzzles
+from solving.confidence import probability
+from solving.own import order_clips, solve_image_bag
+from sources.vae import load_codec
+from unet3d import UNet3D
 
+# how a bag of pieces is sampled unless told otherwise: sample.py's defaults, replaced by the settings the
+# checkpoint's confidence table was fitted with, if it has one (so that its confidence holds)
+SAMPLING = {"steps": 50, "sampler": "ddpm", "samples": 1, "assign": "hungarian", "symmetries": 1}
+
+
+def load(path, device="auto"):
+    """A trained checkpoint ready to solve your own pieces: a Solver with sampling_defaults (the settings its
+    confidence table was fitted with, else DDPM-50, Hungarian, one sample, no mirrors), noise seed 0.
+
+        solver = jpdvt.load("checkpoints/image-photos-3x3.pt")
+        result = solver.solve(pieces, seed=0)     # result.positions, .confidence, .puzzle_confidence, .image
+    """
+    return Solver.load(path, device=device)
+
+
+# ----------------------------------------------------------------------------
+# The method: training objective and solver
+# ----------------------------------------------------------------------------
 
 @dataclass
 class SampleOptions:
@@ -45,16 +84,6 @@ class SampleOptions:
     samples: int = 1               # independent samples of the codes, assigned on their mean distance
     generator: Optional[torch.Generator] = None   # the noise of the samples (None: torch's global generator)
     callback: Optional[Callable] = None           # callback(i, x, x0) after every step of the first sample
-
-
-def load(path, device="auto"):
-    """A trained checkpoint ready to solve your own pieces: solver.Solver (sample.py's defaults: DDPM-50, Hungarian).
-
-        solver = jpdvt.load("checkpoints/image-photos-3x3.pt")
-        result = solver.solve(pieces)     # result.positions, .confidence, .puzzle_confidence, .image
-    """
-    from solver import Solver  # solver.py builds on this module: imported when first used
-    return Solver.load(path, device=device)
 
 
 def given_codes(batch, anchored):
@@ -123,3 +152,221 @@ def solve(model, diffusion, batch, table, opts, given, latent=False):
     """
     cost, generated = code_costs(model, diffusion, batch, table=table, opts=opts, given=given, latent=latent)
     return assign_batch(cost, opts.assign), generated                                       # (B, N)
+
+# ----------------------------------------------------------------------------
+# What differs between image and video puzzles
+# ----------------------------------------------------------------------------
+
+class Images:
+    """Image puzzles (train_image.py): an R x C grid of square pieces."""
+    network = DiT
+    datasets = DATASETS
+    inputs = ("image", "pieces")             # sample.py flags that take your own data
+    reported = ("grid", "piece_size", "gap", "anchor")   # copied into sample.py's metrics.json
+    pictured = 8                             # test puzzles pictured by sample.py
+    solved = "puzzle_acc"                    # the metric of fully solved puzzles
+    counted = ("piece_acc and puzzle_acc count the pieces with content that the model had to place, not the anchored "
+               "one (whose position the model is told); missing pieces are generated and not scored")
+
+    def __init__(self, puzzle):
+        self.p = puzzle
+        self.anchored = puzzle.anchor        # the code of the first shuffled piece (a random cell) is given
+        self.vae = None                      # image pieces are always diffused in pixels
+
+    def table(self):
+        """(rows * cols, 32): the 2D code of every grid position, raster order."""
+        return grid_table(*self.p.grid)
+
+    def puzzles(self, split, seed):
+        return ImagePuzzles(self.p, split, seed)
+
+    def score(self, positions, batch):
+        """Piece and puzzle accuracy of predicted positions (B, N) over the pieces the model had to place."""
+        true_pos, missing = batch["true_pos"].cpu().numpy(), batch["missing"].cpu().numpy()
+        placed = ~missing & ~given_codes(batch, self.anchored).cpu().numpy()      # not the anchored piece
+        return {"piece_acc": piece_accuracy(positions, true_pos, placed),
+                "puzzle_acc": puzzle_accuracy(positions, true_pos, placed)}
+
+    def summary(self, metrics):
+        return f"piece accuracy {metrics['piece_acc']:.4f}, puzzle accuracy {metrics['puzzle_acc']:.4f}"
+
+
+class Videos:
+    """Temporal puzzles (train_video.py): a clip cut into pieces of consecutive frames; the first stays first."""
+    network = UNet3D
+    datasets = VIDEO_DATASETS
+    inputs = ("video", "frames", "superres")
+    reported = ("pieces", "frames_per_piece", "size", "frame_stride")
+    pictured = 4
+    solved = "exact"
+    counted = ("kendall and exact compare every piece's slot, generated pieces included, each against the slot of the "
+               "clip it replaced (strict); kendall_set and exact_set compare the slots of generated pieces as a set "
+               "(they start as interchangeable noise); the anchor (first piece) counts in all four; kendall_rev is the "
+               "authors' variant, the smaller of the strict distances of the predicted order and of its reverse (a "
+               "fully reversed clip scores 0)")
+
+    def __init__(self, puzzle):
+        self.p = puzzle
+        self.anchored = True                 # the first piece in time stays first and its code is given
+        self.vae = puzzle.vae                # autoencoder folder: diffuse its latents (None: pixels)
+
+    def table(self):
+        """(pieces, 16): the 1D code of every time slot."""
+        return sequence_table(self.p.pieces)
+
+    def puzzles(self, split, seed):
+        return VideoPuzzles(self.p, split, seed)
+
+    def score(self, positions, batch):
+        """Kendall distance and exact order of predicted slots (B, N), strict and with generated pieces as a set, and
+        the authors' reversible Kendall distance."""
+        true_pos, missing = batch["true_pos"].cpu().numpy(), batch["missing"].cpu().numpy()
+        as_set = relabel_generated(positions, true_pos, missing)
+        return {"kendall": float(np.mean(kendall_distance(positions, true_pos))),
+                "exact": puzzle_accuracy(positions, true_pos),
+                "kendall_set": float(np.mean(kendall_distance(positions, as_set))),
+                "exact_set": puzzle_accuracy(positions, as_set),
+                "kendall_rev": float(np.mean(kendall_reversible(positions, true_pos)))}
+
+    def summary(self, metrics):
+        return (f"mean Kendall distance {metrics['kendall']:.4f} (generated pieces as a set "
+                f"{metrics['kendall_set']:.4f}), exactly ordered {metrics['exact']:.4f} ({metrics['exact_set']:.4f})")
+
+
+KINDS = {"image": Images, "video": Videos}
+
+
+def kind_of(config):
+    """The kind of a Config or of its puzzle config, bound to that puzzle config."""
+    puzzle = getattr(config, "puzzle", config)
+    return KINDS[puzzle.kind](puzzle)
+
+
+# ----------------------------------------------------------------------------
+# A checkpoint, ready to solve
+# ----------------------------------------------------------------------------
+
+class Solver:
+    """A checkpoint's EMA model on `device` with its config, diffusion and position table, the sampling options
+    (SampleOptions, with the generator of the noise), the precision policy of training (auto: bf16 autocast on CUDA,
+    fp32 on CPU and mps), the calibration table of its confidence (if fitted) and, for latent models, the
+    autoencoder."""
+
+    def __init__(self, config, ckpt, device, precision, opts, symmetries=1):
+        self.config, self.step, self.device, self.precision, self.opts = config, ckpt["step"], device, precision, opts
+        self.symmetries = symmetries                              # images: average over 1, 2 or 4 mirrored puzzles
+        self.data = ckpt.get("data")                              # training files' record (files.split_seen)
+        self.calibration = ckpt.get("calibration")                # solving/confidence.fit tables, fitted on val
+        self.kind = kind_of(config)
+        self.codec = load_codec(self.kind.vae) if self.kind.vae else None
+        self.model = self.kind.network(config.model)
+        self.model.load_state_dict(ckpt["ema"])
+        self.model.to(device).eval()
+        self.diffusion = GaussianDiffusion(1000, config.prediction)
+        self.table = self.kind.table().to(device)
+
+    @classmethod
+    def load(cls, path, device="auto", opts=None, symmetries=None):
+        """The solver of checkpoint `path` with sampling_defaults (the sampling its confidence table was fitted with,
+        else sample.py's: DDPM-50, Hungarian, 1 sample, no mirrors), noise seed 0; opts and symmetries override
+        them."""
+        ckpt, device = load_checkpoint(path), resolve_device(device)
+        sampling = sampling_defaults(ckpt)
+        mirrors = sampling.pop("symmetries")
+        opts = opts or SampleOptions(generator=torch.Generator(device).manual_seed(0), **sampling)
+        return cls(ckpt["config"], ckpt, device=device, precision="auto", opts=opts, symmetries=symmetries or mirrors)
+
+    def costs(self, batch, given=None, callback=None, grid=None, opts=None, symmetries=None):
+        """(cost (B, N, positions), content with missing pieces generated) of a batch of pixel puzzles
+        (code_costs; latents for a latent model: see pixels()). given: the pieces whose code is told (default:
+        the anchor, if the model has one); callback: called after every sampling step of the puzzle as given; grid:
+        another grid than the model's (images); opts: other sampling options than the solver's. With symmetries 2 or 4
+        (default: the solver's; images), the costs are the mean over the puzzle and its mirrors (posenc.MIRRORS),
+        each mapped back to the puzzle's cells."""
+        given = given_codes(batch, self.kind.anchored) if given is None else given
+        if self.codec:
+            batch = self.codec.encode_batch(batch)
+        opts = replace(opts or self.opts, callback=callback)
+        table = self.table if grid is None else grid_table(*grid).to(self.device)
+        mirrors = MIRRORS[:symmetries or self.symmetries] if self.config.kind == "image" else MIRRORS[:1]
+        total, content = 0, None
+        for dims in mirrors:                                       # the content flipped, the solution mirrored
+            cells = mirrored_cells(*(grid or self.config.puzzle.grid), dims) if dims else None
+            mirrored = batch if not dims else {**batch, "content": batch["content"].flip(dims),
+                                               "true_pos": cells.to(self.device)[batch["true_pos"]]}
+            with autocast(self.device, self.precision):
+                cost, out = code_costs(self.model, self.diffusion, mirrored, table=table, opts=opts, given=given,
+                                       latent=self.codec is not None)
+            # back to the puzzle's cells: cell p's cost is the mirrored puzzle's at cells[p] (mirrors are their own
+            # inverse; missing pieces are fresh draws in each mirror, their rows averaged like --samples')
+            total = total + (cost if not dims else cost[..., cells.to(cost.device)])
+            content = out if content is None else content
+            opts = replace(opts, callback=None)
+        return total / len(mirrors), content
+
+    def mean_costs(self, batch, given=None, grid=None):
+        """The costs of the one-call posterior-mean estimate of the codes (steps 1, with its own noise, so the solve's
+        stays as it was): the evidence of the confidence (solving/confidence.py)."""
+        opts = SampleOptions(steps=1, sampler="ddim", generator=torch.Generator(self.device).manual_seed(0))
+        return self.costs(batch, given=given, grid=grid, opts=opts, symmetries=1)[0]
+
+    def solve_batch(self, batch, given=None, callback=None):
+        """(positions (B, N), content): the one-to-one assignment of costs() (solve, above)."""
+        cost, content = self.costs(batch, given=given, callback=callback)
+        return assign_batch(cost, self.opts.assign), content
+
+    def pixels(self, content):
+        """Generated content as pixels (decoded by the autoencoder of a latent model), for pictures."""
+        return self.codec.decode(content) if self.codec else content
+
+    def settings(self):
+        """What a confidence table depends on: the sampling options and the number of missing pieces."""
+        o = self.opts
+        return {"steps": o.steps, "sampler": o.sampler, "samples": o.samples, "assign": o.assign,
+                "missing": self.config.puzzle.missing, "symmetries": self.symmetries}
+
+    def differs(self, settings=None):
+        """{name: (fitted, now)} of the settings (default: the solver's) that differ from its confidence table's."""
+        fitted = self.calibration["settings"]
+        return {k: (fitted.get(k), v) for k, v in (settings or self.settings()).items() if fitted.get(k) != v}
+
+    def mismatch(self):
+        """The settings of the solver that differ from its confidence table's, as 'name: table -> solver' text."""
+        return ", ".join(f"{k}: {fitted} -> {now}" for k, (fitted, now) in self.differs().items())
+
+    def calibrated(self, settings=None):
+        """Is there a confidence table fitted with these settings (default: the solver's)? A table fitted with
+        other sampling options or another number of missing pieces does not describe this solve."""
+        return self.calibration is not None and not self.differs(settings)
+
+    def confidence(self, margin, part="piece", settings=None):
+        """Probabilities of being right for margins (confidence.probability), or None without a table fitted with
+        these settings (calibrated)."""
+        return probability(self.calibration[part], margin) if self.calibrated(settings) else None
+
+    def solve(self, pieces, pins=None, grid=None, callback=None, seed=None):
+        """
+        Solve a bag of pieces nobody has solved (solving/own.py): images (a list of PIL images or arrays, an (N, H,
+        W, 3) array, or a {name: piece} dict whose names errors use; resized to the model's piece size) or, for a
+        video model, clips ((F, H, W, C) arrays of the model's frames per piece). pins: {index: (row, col)} (video:
+        {index: 0}) of pieces whose place you know, for models trained with an anchor (a video model always: its
+        first piece). grid: (rows, cols) when it differs from the model's; cells beyond the pieces are missing and
+        generated by a model trained with missing pieces. callback: an animate.Recorder (images). seed: the noise of
+        this solve (the same seed, the same positions and confidences); None draws on from the solver's generator,
+        so calls may differ. The confidence is None unless the checkpoint holds a table fitted with the solver's
+        settings, the model's grid and as many missing pieces. Returns a solving.own.Result.
+        """
+        if seed is not None:
+            self.opts.generator.manual_seed(seed)
+        names = list(pieces) if isinstance(pieces, dict) else list(range(len(pieces)))
+        pieces = list(pieces.values()) if isinstance(pieces, dict) else list(pieces)
+        if self.config.kind == "video":
+            return order_clips(self, dict(zip(names, pieces)), pins or {})
+        return solve_image_bag(self, dict(zip(names, pieces)), pins or {}, grid=grid, callback=callback)
+
+
+def sampling_defaults(ckpt):
+    """{steps, sampler, samples, assign, symmetries} to solve a bag of pieces with: SAMPLING, replaced by the settings
+    of the checkpoint's confidence table, if it has one (jpdvt.load and sample.py --pieces / --frames)."""
+    fitted = (ckpt.get("calibration") or {}).get("settings", {})
+    return {k: fitted.get(k, v) for k, v in SAMPLING.items()}

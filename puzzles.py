@@ -18,36 +18,82 @@ Where the pixels come from: synthetic.py (built in), sources.py (image and video
     item = test[0]   # content (5, 4, 1, 32, 32) in [-1, 1], true_pos (5,) with true_pos[0] = 0, missing (5,)
     batch = collate([test[i] for i in range(8)])                   # the same keys, stacked: (8, ...)
 """
-import functools
-import math
 import re
+from dataclasses import dataclass
+from typing import ClassVar, Optional, Tuple
 
 import numpy as np
 import torch
-from PIL import Image
 
-from cli import UserError
-from mnist import MOVINGMNIST_FILE, is_mnist_dir, load_movingmnist, mnist_digits, moving_mnist
-from sources import (
-    IMAGE_EXTS,
-    VIDEO_EXTS,
-    _resize,
-    fit_channels,
-    fit_image,
-    list_images,
-    list_videos,
-    load_photo,
-    note_skip,
-    random_crop,
-    read_video,
-    require_backend,
-    split_files,
-)
-from synthetic import moving_digits, shapes_image
+from plumbing.cli import UserError
+from sources.files import ENDLESS, SPLITS
+from sources.images import Pictures
+from sources.mnist import MOVINGMNIST_FILE
+from sources.videos import FOLDER_VIDEOS, Clips
 
-SPLITS = {"train": 0, "test": 1, "val": 2}              # each split its own seeded stream
-ENDLESS = 2 ** 62                                          # length of an unlimited stream (built-in data)
-MNIST_TEST_CLIPS = 10000                                   # Moving MNIST generated from the t10k digits: test clips
+# ----------------------------------------------------------------------------
+# Settings
+# ----------------------------------------------------------------------------
+
+@dataclass
+class ImageConfig:
+    """Image puzzles (train_image.py): an R x C grid of square pieces, each cut from a cell of piece_size + gap px."""
+    dataset: str = "shapes"                  # where images come from (puzzles.DATASETS)
+    data_dir: Optional[str] = None           # image folder of folder/imagenet/jpwleg3
+    grid: Tuple[int, int] = (3, 3)           # rows, cols
+    piece_size: int = 16                     # piece side in pixels
+    gap: int = 0                             # erosion: extra pixels per cell around each piece
+    missing: int = 0                         # missing pieces: 0..K at random in training, exactly K when scoring
+    anchor: bool = False                     # the true code of the first shuffled piece is given (paper's anchoring)
+    crop_scale: Tuple[float, float] = (0.3, 1.0)  # folder, training: side of a random view, of the largest box
+    mix_shapes: float = 0.0                  # folder/imagenet, training: this fraction of puzzles are built-in shapes
+    paired_pictures: bool = False            # shapes, training: positions 2k, 2k+1 share a picture, mirrored
+
+    kind: ClassVar[str] = "image"
+
+    def check(self):
+        """Refuse (UserError) a --missing that leaves no piece to place."""
+        rows, cols = self.grid
+        check_missing(self.missing, rows * cols, kept=int(self.anchor),
+                      what=f"a {rows}x{cols} grid{' with an anchor' if self.anchor else ''}")
+
+
+@dataclass
+class VideoConfig:
+    """Temporal puzzles (train_video.py): a clip cut into pieces of consecutive frames; the first stays first."""
+    dataset: str = "digits"                  # where videos come from (puzzles.VIDEO_DATASETS)
+    data_dir: Optional[str] = None           # movingmnist: MNIST IDX folder or .npy file; videos: a folder
+    pieces: int = 5                          # pieces per puzzle, the first one the anchor
+    frames_per_piece: int = 4                # consecutive frames in each piece
+    size: int = 32                           # frame side in pixels
+    channels: int = 1                        # pixel channels of the frames (1 grey, 3 RGB)
+    frame_stride: int = 1                    # keep every N-th frame
+    missing: int = 0                         # missing pieces: 0..K at random in training, exactly K when scoring
+    vae: Optional[str] = None                # autoencoder folder: diffuse its latents instead of pixels
+    curriculum: Optional[Tuple[int, int, int]] = None  # training: (first pieces, steps to all, stream items a step)
+
+    kind: ClassVar[str] = "video"
+
+    def check(self):
+        """Refuse (UserError) piece counts, --missing or --frame-stride that cannot make a puzzle."""
+        check_video(self.pieces, self.frames_per_piece, self.missing, frame_stride=self.frame_stride)
+
+
+def check_missing(missing, pieces, kept, what):
+    """--missing must leave the `kept` always-given pieces (the anchor) and at least one more piece to place."""
+    if not 0 <= missing < pieces - kept:
+        raise UserError(f"--missing must be between 0 and {pieces - 1 - kept} for {what}, got {missing}")
+
+
+def check_video(pieces, frames_per_piece, missing, frame_stride):
+    """Validate the video puzzle flags; raises UserError with a one-line fix."""
+    if pieces < 2:
+        raise UserError(f"--pieces must be at least 2 (the anchor and a piece to place), got {pieces}")
+    if frames_per_piece < 1:
+        raise UserError(f"--frames-per-piece must be at least 1, got {frames_per_piece}")
+    check_missing(missing, pieces, kept=1, what=f"{pieces} pieces (the first, the anchor, stays given)")
+    if frame_stride < 1:
+        raise UserError(f"--frame-stride must be at least 1, got {frame_stride}")
 
 
 # ----------------------------------------------------------------------------
@@ -114,17 +160,6 @@ def shuffle_pieces(n, rng, missing=0, anchor=False):
     return true_pos, miss
 
 
-@functools.lru_cache(maxsize=4)
-def _epoch_order(length, seed, epoch):
-    return np.random.default_rng([seed, 7, epoch]).permutation(length)
-
-
-def epoch_index(pos, length, seed):
-    """Stream position -> item of a finite set: every item once per epoch, each epoch in its own seeded order."""
-    epoch, j = divmod(pos, length)
-    return int(_epoch_order(length, seed, epoch)[j])
-
-
 def collate(items):
     """A list of puzzle dicts -> one dict of stacked tensors (B, ...)."""
     return {k: torch.stack([it[k] for it in items]) for k in items[0]}
@@ -149,74 +184,27 @@ DATASETS = {
 
 class ImagePuzzles(torch.utils.data.Dataset):
     """
-    Stream of image puzzles of a config.ImageConfig `cfg`: item i is stream position i of the split (sources.
-    split_files), everything random about it from np.random.default_rng([seed, split, i]) (`paired_picture` aside).
-    Returns dict(content (N, 3, P, P) in [-1, 1], true_pos (N,) each shuffled piece's position, missing (N,) bool).
-    Training: 0..missing pieces missing, pieces anywhere in their cells, fresh views of photos (`crop_scale`), a
-    `mix_shapes` share of built-in shapes, `paired_pictures`; val/test: exactly `missing`, centred, whole photos.
+    Stream of image puzzles of an ImageConfig `cfg`: item i is stream position i of the split, everything random
+    about it from np.random.default_rng([seed, split, i]); its picture comes from sources/images.py (built-in shapes
+    or a folder's photos, split by files). Returns dict(content (N, 3, P, P) in [-1, 1], true_pos (N,) each shuffled
+    piece's position, missing (N,) bool). Training: 0..missing pieces missing, pieces anywhere in their cells;
+    val/test: exactly `missing`, centred.
     """
 
     def __init__(self, cfg, split, seed=0):
         self.cfg, self.split, self.seed = cfg, split, seed
         self.train = split == "train"
-        self.mix_shapes = cfg.mix_shapes if self.train else 0.0
-        self.crop_scale = cfg.crop_scale if self.train and cfg.dataset == "folder" else None
-        self.files = None if cfg.dataset == "shapes" else split_files(
-            cfg.data_dir, split, cfg.dataset, lister=list_images, what="images", exts=IMAGE_EXTS)
-        self.skipped = set()
-        self.last_picture = (None, None)                           # (pair k, picture): paired_picture's
+        self.pictures = Pictures(cfg, split, seed)
+        self.files = self.pictures.files                        # None for built-in shapes
 
     def __len__(self):
         """Training streams are endless (every visit of a file is a fresh crop); a test split is one per file."""
         return ENDLESS if self.files is None or self.train else len(self.files)
 
-    def file_index(self, i):
-        """Training: stream position i -> a file, every file once per epoch in a seeded order; test: file i."""
-        return epoch_index(i, len(self.files), self.seed) if self.train else i
-
     def source(self, i, rng):
-        """Position i's (H, W, 3) float image at the grid's size: built-in shapes or a photo (training: a new view)."""
+        """Position i's (H, W, 3) float image at the grid's size (sources/images.py)."""
         cell = self.cfg.piece_size + self.cfg.gap
-        h, w = self.cfg.grid[0] * cell, self.cfg.grid[1] * cell
-        if self.files is None and self.train and self.cfg.paired_pictures:
-            return self.paired_picture(i, h, w)
-        if self.files is None or (self.mix_shapes and rng.random() < self.mix_shapes):
-            return shapes_image(rng, h, w)
-        return self.photo(i, rng, h, w)
-
-    def paired_picture(self, i, h, w):
-        """Built-in training picture with `paired_pictures`: positions 2k and 2k+1 share one, the second mirrored
-        (half the drawing: bench/notes.md, "Issue 29, second session"). Seeded [seed, split, k, 1]: the trailing 1
-        keeps it apart from position k's own [seed, split, k] (numpy pads a shorter seed with zeros)."""
-        k, (have, img) = i // 2, self.last_picture
-        if have != k:
-            img = shapes_image(np.random.default_rng([self.seed, SPLITS[self.split], k, 1]), h, w)
-            img.setflags(write=False)                              # shared by the pair: never edited in place
-            self.last_picture = (k, img)
-        return np.ascontiguousarray(img[:, ::-1]) if i % 2 else img
-
-    def photo(self, i, rng, h, w):
-        """Photo i sized to (h, w), or the next usable one: unreadable or too small files are skipped and counted."""
-        n, first = len(self.files), self.file_index(i)
-        for k in range(n):
-            path = self.files[(first + k) % n]
-            if path in self.skipped:
-                continue
-            try:
-                if self.crop_scale:
-                    photo = load_photo(path, math.ceil(max(h, w) / self.crop_scale[0]))
-                    if min(photo.size) >= max(h, w):
-                        return random_crop(photo, h, w, rng=rng, scale=self.crop_scale)
-                    note_skip(self.skipped, path, f"too small (under {max(h, w)} px a side) image", total=n)
-                    continue
-                with Image.open(path) as im:
-                    return fit_image(im, h, w, rng=rng if self.train else None, hflip=self.cfg.dataset == "imagenet"
-                                     and self.train)
-            except (OSError, ValueError, Image.DecompressionBombError):
-                note_skip(self.skipped, path, "unreadable image", total=n)
-        raise UserError(f"--data-dir: none of the {n} {self.split} images could be read" +
-                        (f" and is at least {max(h, w)} px on its shorter side; use a smaller --piece-size or "
-                         "larger photos" if self.crop_scale else ""))
+        return self.pictures.picture(i, rng, self.cfg.grid[0] * cell, self.cfg.grid[1] * cell)
 
     def __getitem__(self, i):
         cfg = self.cfg
@@ -227,6 +215,7 @@ class ImagePuzzles(torch.utils.data.Dataset):
         true_pos, miss = shuffle_pieces(len(pieces), rng, k, anchor=cfg.anchor)
         content = torch.from_numpy(pieces[true_pos]).permute(0, 3, 1, 2) * 2 - 1   # (N, 3, P, P)
         return dict(content=content.float(), true_pos=torch.from_numpy(true_pos), missing=torch.from_numpy(miss))
+
 
 
 # ----------------------------------------------------------------------------
@@ -290,102 +279,30 @@ VIDEO_DATASETS = {
     "ucf101": "UCF101 videos (--data-dir, a video folder with class subfolders; the paper's settings by default)",
     "qst": "Quick Sky Time videos (--data-dir, a video folder; the paper's settings by default)",
 }
-FOLDER_VIDEOS = ("videos", "clevrer", "ucf101", "qst")    # datasets read from a folder of videos (sources.py)
 FOLDER_DATASETS = ("folder", "imagenet", "jpwleg3", *FOLDER_VIDEOS)   # split by files (sources.split_files)
 
 
 class VideoPuzzles(torch.utils.data.Dataset):
     """
-    Stream of temporal puzzles of a config.VideoConfig `cfg`. Item `i` is stream position i of the split; everything
-    random about it (window, shuffle, missing pieces) comes from np.random.default_rng([seed, split, i]). Training
-    streams are endless: a finite set of clips (a folder, mnist_test_seq.npy) is visited once per epoch in a seeded
-    order (`clip_index`), each visit a fresh puzzle of its clip; val and test hold one puzzle per clip. A clip
-    (every `frame_stride`-th frame, size x size, `channels` channels) gives a window of P*F frames: random in
-    training, centred at test time.
+    Stream of temporal puzzles of a VideoConfig `cfg`. Item `i` is stream position i of the split; everything random
+    about it (window, shuffle, missing pieces) comes from np.random.default_rng([seed, split, i]); its clip comes
+    from sources/videos.py (built-in digits, Moving MNIST, a folder of videos; every `frame_stride`-th frame, size x
+    size, `channels` channels). A clip gives a window of P*F frames: random in training, centred at test time.
     Returns dict(content (N, F, C, H, W) in [-1, 1], true_pos (N,) with true_pos[0] = 0, missing (N,) bool, never
-    the anchor). Unreadable or too-short videos of a folder are skipped (and counted in `skipped`).
-    Training puzzles have 0..missing pieces missing and, with cfg.curriculum = (first, steps, per_step), start with
-    `first` pieces, growing linearly to all over `steps` training steps of `per_step` stream positions.
+    the anchor). Training puzzles have 0..missing pieces missing and, with cfg.curriculum = (first, steps, per_step),
+    start with `first` pieces, growing linearly to all over `steps` training steps of `per_step` stream positions.
     """
 
     def __init__(self, cfg, split, seed=0):
         self.cfg, self.split, self.seed = cfg, split, seed
         self.train = split == "train"
         self.curriculum = cfg.curriculum if self.train else None
-        self.stride = cfg.frame_stride
         self.span = cfg.pieces * cfg.frames_per_piece          # frames of one puzzle, after striding
-        self.videos = self.files = self.mnist_dir = None
-        if cfg.dataset == "movingmnist" and cfg.data_dir and is_mnist_dir(cfg.data_dir):
-            self.mnist_dir = cfg.data_dir
-            self.digits = "test" if split == "test" else "train"   # val: its own clips of the training digits
-            mnist_digits(cfg.data_dir, self.digits)            # a missing or broken file fails here, in one line
-        elif cfg.dataset == "movingmnist":
-            data = load_movingmnist(cfg.data_dir)
-            val, test = len(data) * 8 // 10, len(data) * 9 // 10   # 10000 videos: 8000 train, 1000 val, 1000 test
-            self.videos = {"train": data[:val], "val": data[val:test], "test": data[test:]}[split]
-            if not len(self.videos):
-                raise UserError(f"--data-dir {cfg.data_dir} holds too few videos for a {split} split; use the full "
-                                f"{MOVINGMNIST_FILE}")
-            if data.shape[1] < self.span * self.stride:
-                raise UserError(f"MovingMNIST videos have {data.shape[1]} frames, fewer than the "
-                                f"{self.span * self.stride} of {cfg.pieces} pieces x {cfg.frames_per_piece} frames x "
-                                f"--frame-stride {self.stride}; use fewer or shorter pieces")
-        elif cfg.dataset in FOLDER_VIDEOS:
-            self.files = split_files(cfg.data_dir, split, cfg.dataset, lister=list_videos, what="videos",
-                                     exts=VIDEO_EXTS + ("frame folders",))
-        self.skipped = set()
+        self.clips = Clips(cfg, split, seed)
+        self.files = self.clips.files                          # a video folder's files (else None)
 
     def __len__(self):
-        if self.train:
-            return ENDLESS
-        if self.videos is not None:
-            return len(self.videos)
-        if self.mnist_dir is not None:
-            return MNIST_TEST_CLIPS
-        return len(self.files) if self.files is not None else ENDLESS
-
-    def clip_index(self, i):
-        """Stream position i -> clip of a finite set: training visits every clip once per epoch in a seeded order
-        (epoch_index); val and test: clip i."""
-        n = len(self.videos) if self.videos is not None else len(self.files)
-        return epoch_index(i, n, self.seed) if self.train else i
-
-    def source(self, i, rng):
-        """The clip (frames, size, size, channels) in [0, 1] of stream position i, every frame_stride-th frame."""
-        size = self.cfg.size
-        if self.cfg.dataset == "digits":
-            clip = moving_digits(rng, self.span * self.stride, size)[::self.stride, :, :, None]
-        elif self.mnist_dir is not None:
-            digits = mnist_digits(self.mnist_dir, self.digits)
-            clip = moving_mnist(digits, rng, max(20, self.span * self.stride), size=size)[::self.stride, :, :, None]
-        elif self.videos is not None:
-            clip = self.videos[self.clip_index(i), ::self.stride, :, :, None].astype(np.float32) / 255
-            if size != clip.shape[1]:
-                clip = np.stack([_resize(f, size) for f in clip])
-        else:
-            clip = self.read(self.clip_index(i))
-        return fit_channels(clip, self.cfg.channels)
-
-    def read(self, i):
-        """Video i of the folder, or the next usable one: unreadable or too short ones are skipped and counted."""
-        n = len(self.files)
-        for k in range(n):
-            path = self.files[(i + k) % n]
-            if path in self.skipped:
-                continue
-            require_backend(path)                              # a missing decoder is the user's to install
-            try:
-                clip = read_video(path, self.stride, self.cfg.size)
-            except UserError:
-                note_skip(self.skipped, path, "unreadable video", total=n)
-                continue
-            if len(clip) >= self.span:
-                return clip
-            note_skip(self.skipped, path, f"too short (under {self.span} frames) video", total=n)
-        raise UserError(f"--data-dir: none of the {n} {self.split} videos is readable and at least "
-                        f"{self.span * self.stride} frames long ({self.cfg.pieces} pieces x "
-                        f"{self.cfg.frames_per_piece} frames x --frame-stride {self.stride}); use fewer or shorter "
-                        "pieces or longer videos")
+        return ENDLESS if self.train else len(self.clips)
 
     def pieces_at(self, i):
         """Pieces of the puzzle at stream position i (training step i // per_step): all, or fewer early on in a
@@ -397,7 +314,7 @@ class VideoPuzzles(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         rng = np.random.default_rng([self.seed, SPLITS[self.split], int(i)])
-        clip = self.source(int(i), rng)
+        clip = self.clips.clip(int(i), rng)
         pieces = self.pieces_at(int(i))
         k = min(int(rng.integers(0, self.cfg.missing + 1)) if self.train else self.cfg.missing, pieces - 2)
         start = None if self.train else (len(clip) - self.span) // 2

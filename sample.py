@@ -31,15 +31,12 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-import kinds
-from animate import Recorder, puzzle_animation
-from checkpoint import load_checkpoint, save_checkpoint
-from cli import UserError, positive, resolve_device, run_cli
-from confidence import evidence, fit, reliability
+import jpdvt
 from diffusion import SAMPLERS
-from jpdvt import SampleOptions, given_codes
+from jpdvt import SAMPLING, SampleOptions, Solver, given_codes, sampling_defaults
 from metrics import ASSIGNERS, assign_batch
-from own import order_clip, solve_photo, solve_pieces, superres
+from plumbing.checkpoint import load_checkpoint, save_checkpoint
+from plumbing.cli import PRECISIONS, UserError, positive, resolve_device, run_cli
 from puzzles import (
     DATASETS,
     FOLDER_DATASETS,
@@ -47,9 +44,11 @@ from puzzles import (
     collate,
     to_device,
 )
-from solver import SAMPLING, Solver, sampling_defaults
-from sources import data_folder, split_seen
-from training import PRECISIONS
+from solving.animate import Recorder, puzzle_animation
+from solving.confidence import evidence, fit, reliability
+from solving.own import order_clip, solve_photo, solve_pieces, superres
+from solving.pictures import picture, save_pictures
+from sources.files import data_folder, split_seen
 
 SCORED = {"test": "scored once, for the final figures", "val": "model selection"}
 SYMMETRIES = {1: "the puzzle as given", 2: "and its left-right mirror", 4: "and its three mirrors"}
@@ -100,7 +99,7 @@ def score_test_set(args, solver):
             shown = min(kind.pictured - len(rows), len(pos))
             if shown > 0:
                 content = solver.pixels(content[:shown])
-                rows += [kind.picture(batch, pos, content, k) for k in range(shown)]
+                rows += [picture(kind, batch, pos, content, k) for k in range(shown)]
         truth = {k: torch.cat([t[k] for t in truth]) for k in ("true_pos", "missing")}
         passes.append(kind.score(np.concatenate(positions), truth))
     metrics = {**{k: float(np.mean([p[k] for p in passes])) for k in passes[0]},
@@ -123,7 +122,7 @@ def score_test_set(args, solver):
                                  for part, m, ok in (("piece", *found[:2]), ("puzzle", *found[2:]))}
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
-    picture, shown = kind.save_pictures(args.out, rows)
+    path, shown = save_pictures(kind, args.out, rows)
     summary = kind.summary(metrics)
     if args.repeats > 1:
         summary += f" (mean of {args.repeats} passes; {kind.solved} of each: " + \
@@ -136,7 +135,7 @@ def score_test_set(args, solver):
     for part, rep in metrics.get("confidence", {}).items():
         print(f"{part} confidence: expected calibration error {rep['ece']:.3f}; predicted / observed per bin: "
               + ", ".join(f"{p:.2f}/{o:.2f} ({n})" for _, _, n, p, o in rep["rows"]))
-    print(f"wrote {os.path.join(args.out, 'metrics.json')} and {picture} ({shown})")
+    print(f"wrote {os.path.join(args.out, 'metrics.json')} and {path} ({shown})")
     if animation:
         print(f"wrote {animation} (the sampling of the first puzzle, generated pieces in red)")
     return metrics
@@ -162,9 +161,9 @@ def test_settings(args, puzzle):
     run's, for its own dataset), --missing (default: the checkpoint's; 0 for --image and --video), --frame-stride
     (videos)."""
     dataset = args.dataset or puzzle.dataset
-    if dataset not in kinds.of(puzzle).datasets:
+    if dataset not in jpdvt.kind_of(puzzle).datasets:
         raise UserError(f"--dataset {dataset} does not fit this {puzzle.kind} checkpoint; use one of "
-                        f"{', '.join(kinds.of(puzzle).datasets)}")
+                        f"{', '.join(jpdvt.kind_of(puzzle).datasets)}")
     own_dir = None
     if dataset == puzzle.dataset and puzzle.data_dir and not args.data_dir:
         own_dir = data_folder(puzzle.data_dir, args.ckpt)
@@ -215,8 +214,8 @@ def main(args):
         args.out = (os.path.normpath(folder) + "_solved" if folder else
                     os.path.join(os.path.dirname(os.path.abspath(args.ckpt)), "samples"))
     for flag in ("image", "video", "pieces", "frames", "superres"):
-        if getattr(args, flag) and flag not in kinds.of(config).inputs:
-            *first, last = [f"--{f}" for f in kinds.of(config).inputs]
+        if getattr(args, flag) and flag not in jpdvt.kind_of(config).inputs:
+            *first, last = [f"--{f}" for f in jpdvt.kind_of(config).inputs]
             raise UserError(f"--{flag} does not apply to {args.ckpt}, {'an' if config.kind == 'image' else 'a'} "
                             f"{config.kind} model; its inputs are {', '.join(first)} and {last}")
     if args.symmetries > 1 and config.kind != "image":

@@ -16,14 +16,14 @@ exactly. The flags become a config.Config (puzzle, model, train), stored in the 
 import argparse
 from dataclasses import asdict, replace
 
-import kinds
-from cli import UserError, positive, run_cli
-from config import Config, ImageConfig, TrainConfig
+import jpdvt
+from configs.paper import IMAGE, paper_settings, resolve, settings_line, steps_of_epochs
 from dit import CONFIGS
-from flags import add_train_flags, start_run, train_config
-from paper import IMAGE, paper_settings, resolve, settings_line, steps_of_epochs
-from puzzles import DATASETS, collate, parse_grid
-from training import train
+from plumbing.checkpoint import Config, TrainConfig
+from plumbing.cli import UserError, positive, run_cli
+from plumbing.flags import add_train_flags, start_run, train_config
+from puzzles import DATASETS, ImageConfig, collate, parse_grid
+from train import train
 
 # piece size and gap when the flags are left out: the usual protocol of each dataset
 DATASET_DEFAULTS = {"shapes": (16, 0), "folder": (64, 0), "imagenet": (64, 0), "jpwleg3": (96, 48)}
@@ -84,7 +84,7 @@ def make_config(args):
         if sources["max_steps"] == "flag":                          # --max-steps overrides the paper's epochs
             del sources["epochs"]
         else:                                                       # epochs of the training split, global batch
-            files = len(kinds.of(puzzle).puzzles("train", args.seed).files or ())
+            files = len(jpdvt.kind_of(puzzle).puzzles("train", args.seed).files or ())
             if not files:
                 raise UserError(f"--epochs needs a folder of images (--dataset {args.dataset} has no files); use "
                                 "--max-steps")
@@ -100,7 +100,7 @@ def main(args):
     config, ckpt, notes = start_run(args, {"dataset": None, "data_dir": None, **SCRIPT_DEFAULTS}, kind="image",
                                     make_config=make_config)
     seed = config.train.seed
-    kind = kinds.of(config)
+    kind = jpdvt.kind_of(config)
     held_out = kind.puzzles("val", seed)                         # model selection: never the test split
     eval_batch = collate([held_out[i] for i in range(min(config.train.eval_puzzles, len(held_out)))])
     train(config, kind.puzzles("train", seed), eval_batch, ckpt=ckpt, notes=notes)

@@ -22,15 +22,15 @@ exactly. Solve test puzzles, order your own clip or raise a video's frame rate w
 import argparse
 from dataclasses import asdict, replace
 
-import kinds
-from cli import UserError, run_cli
-from config import Config, TrainConfig, VideoConfig
-from flags import add_train_flags, start_run, train_config
-from paper import VIDEO, paper_settings, resolve, settings_line
-from puzzles import FOLDER_VIDEOS, VIDEO_DATASETS, collate
-from training import train
+import jpdvt
+from configs.paper import VIDEO, paper_settings, resolve, settings_line
+from plumbing.checkpoint import Config, TrainConfig
+from plumbing.cli import UserError, run_cli
+from plumbing.flags import add_train_flags, start_run, train_config
+from puzzles import FOLDER_VIDEOS, VIDEO_DATASETS, VideoConfig, collate
+from sources.vae import VAE_FACTOR, load_codec
+from train import train
 from unet3d import CONFIGS
-from vae import VAE_FACTOR, load_codec
 
 # frame side when --size is left out (the paper's settings of clevrer, ucf101, qst: 256 px frames, as latents)
 DATASET_SIZES = {"digits": 32, "movingmnist": 64, "videos": 64, "clevrer": 64, "ucf101": 64, "qst": 64}
@@ -84,7 +84,7 @@ def make_config(args):
 def main(args):
     config, ckpt, notes = start_run(args, {"dataset": None, "data_dir": None, **SCRIPT_DEFAULTS}, kind="video",
                                     make_config=make_config)
-    kind = kinds.of(config)
+    kind = jpdvt.kind_of(config)
     codec = load_codec(kind.vae) if kind.vae else None
     seed = config.train.seed
     train_set = kind.puzzles("train", seed)

@@ -31,14 +31,39 @@ like the paper's latent models (the paper config works on 32x32x4 latents with p
     # whose code is told, the anchor; may be None)
     #  -> (B, N, 16), (B, N, F, C, H, W): eps or x0, whichever the diffusion is trained to predict
 """
+from dataclasses import dataclass
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from config import UNetConfig
 from dit import Attention, DiTBlock, TimestepEmbedder
 
 # ----------------------------------------------------------------------------- config
+
+# ----------------------------------------------------------------------------- config
+
+@dataclass
+class UNetConfig:
+    """The video network (unet3d.UNet3D): a pseudo-3D U-Net; CONFIGS names its sizes."""
+    channels: tuple = (64, 128, 256, 512)  # width of each resolution level; H, W halve between levels
+    layers_per_block: int = 3              # P-3D resnet layers per level (down and up) in the U-Net
+    attn_levels: tuple = (0, 1, 2, 3)      # levels (0 = full resolution) with 2D+1D attention; mid always has it
+    heads: int = 8
+    head_dim: int = 64
+    in_channels: int = 4                   # frame channels: 1 digits, 3 RGB, 4 VAE latents
+    frames_per_piece: int = 1
+    code_dim: int = 16                      # size of the 1D positional code (posenc.sequence_table)
+    code_channels: int = 4                  # channels of the positional-code map concatenated to every frame
+    patch_size: int = 1                    # >1: space-to-depth stem (p x p pixels -> p*p channels) and back
+    norm_groups: int = 32                  # GroupNorm groups (must divide every width)
+    head_hidden: int = 128                 # width of the transformer over pieces that reads out positional codes
+    head_depth: int = 3
+    head_heads: int = 4
+    layout_channels: int = 8               # the positional head reads, of a piece's first and last frames, the
+    layout_pool: int = 8                   # U-Net features reduced to layout_channels and pooled to this side,
+    pixel_pool: int = 16                   # and the frame's pixels pooled to this side
+
 
 CONFIGS = {
     # Paper table: 64/128/256/512 wide, feature maps 32/16/8/4 on 32x32x4 latents, 3 P-3D layers, 8 x 64 heads.

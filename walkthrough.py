@@ -14,11 +14,11 @@ from dataclasses import replace
 
 import torch
 
-import kinds
-from checkpoint import load_checkpoint
+import jpdvt
 from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, given_codes, model_fn, puzzle_loss, solve
 from metrics import assign
+from plumbing.checkpoint import load_checkpoint
 
 
 def show(name, x, meaning):
@@ -29,7 +29,7 @@ def main(ckpt_path="checkpoints/image-shapes-3x3.pt", seed=0):
     ckpt = load_checkpoint(ckpt_path)
     config = ckpt["config"]
     config.puzzle = replace(config.puzzle, missing=1, anchor=True)      # this lesson's puzzle: 1 missing, anchored
-    kind = kinds.of(config)                                     # images: kinds.Images (what differs from videos)
+    kind = jpdvt.kind_of(config)                                     # images: jpdvt.Images (what differs from videos)
     model = kind.network(config.model).eval()
     model.load_state_dict(ckpt["ema"])                          # the EMA weights are the ones to sample with
     diffusion = GaussianDiffusion(1000, config.prediction)      # linear betas, T = 1000

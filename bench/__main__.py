@@ -28,7 +28,7 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-import kinds
+import jpdvt
 
 # `python -m bench` from the repository root puts the root on sys.path: the root modules (puzzles, metrics, ...)
 # are imported by their plain names
@@ -57,7 +57,7 @@ from bench.recipes import (
     VIDEO_BASELINES,
 )
 from bench.report import RESULTS, ROOT, load_results, render, save_result
-from config import ImageConfig, VideoConfig
+from puzzles import ImageConfig, VideoConfig
 
 GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemble-readme", "one-call", "one-call-val",
           "confidence", "confidence-evidence", "symmetry", "compute-val", "compute-test", "gpu-record", "transfer",
@@ -128,7 +128,7 @@ def image_baselines(dataset, data_dir, grid, piece, gap, missing, repeats, split
     rng = np.random.default_rng(0)
     preds, true, given = {name: [] for name in ["random", *IMAGE_SOLVERS]}, [], []
     for seed in range(1, repeats + 1):
-        puzzles = kinds.of(ImageConfig(dataset, data_dir, grid, piece, gap, missing)).puzzles(split, seed)
+        puzzles = jpdvt.kind_of(ImageConfig(dataset, data_dir, grid, piece, gap, missing)).puzzles(split, seed)
         count = min(int(TEST_PUZZLES), len(puzzles))
         for i in tqdm(range(count), desc=f"baselines {dataset} {grid[0]}x{grid[1]} (seed {seed})"):
             it = puzzles[i]
@@ -155,7 +155,7 @@ def video_baselines(dataset, data_dir, pieces, fpp, size, num):
     """Random order and nearest-neighbour frame chaining on the same test clips."""
     from bench.baselines import chain_video, random_positions
     from metrics import kendall_distance
-    test = kinds.of(VideoConfig(dataset, data_dir, pieces, fpp, size)).puzzles("test", seed=1)
+    test = jpdvt.kind_of(VideoConfig(dataset, data_dir, pieces, fpp, size)).puzzles("test", seed=1)
     rng = np.random.default_rng(0)
     preds, true = {"random": [], "nearest-neighbour chaining": []}, []
     for i in tqdm(range(num), desc=f"baselines {dataset} {pieces}x{fpp}"):
@@ -269,7 +269,7 @@ def confidence(out_root):
 
 def export(src, dst):
     """A shippable checkpoint: config and EMA weights only (checkpoint.export_checkpoint)."""
-    from checkpoint import export_checkpoint
+    from plumbing.checkpoint import export_checkpoint
     mib = export_checkpoint(src, dst)
     print(f"wrote {dst} ({mib:.1f} MiB)")
 
@@ -323,7 +323,7 @@ def main(args):
             sweep("transfer", "checkpoints/image-photos-3x3-gap.pt", TRANSFER, args.out)
         elif name == "throughput":
             from bench.throughput import measure
-            from cli import resolve_device
+            from plumbing.cli import resolve_device
             for key, metrics in measure(resolve_device(args.device)).items():
                 save_result(key, {"group": "throughput", "train_minutes": 0.0, "metrics": metrics,
                                   "command": shown(["-m", "bench", "throughput", "--device", args.device])})

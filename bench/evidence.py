@@ -5,12 +5,11 @@ own (DDPM-50) or the one-call posterior mean's, both at the DDPM-50 assignment, 
 import numpy as np
 import torch
 
-import kinds
-from confidence import margins
-from jpdvt import given_codes
+import jpdvt
+from jpdvt import Solver, given_codes
 from metrics import assign_batch
 from puzzles import collate
-from solver import Solver
+from solving.confidence import margins
 
 
 def auroc_of_margins(ckpt, split, passes, num):
@@ -19,12 +18,12 @@ def auroc_of_margins(ckpt, split, passes, num):
     solver.opts.steps, solver.opts.sampler, solver.opts.samples = 50, "ddpm", 1
     puzzle = solver.config.puzzle
     for r in range(passes):
-        test = kinds.of(puzzle).puzzles(split, 1 + r)
+        test = jpdvt.kind_of(puzzle).puzzles(split, 1 + r)
         batch = collate([test[i] for i in range(min(num, len(test)))])
         solver.opts.generator.manual_seed(1 + r)
         cost = solver.costs(batch)[0].numpy()
         pos = assign_batch(cost)
-        counted = (~given_codes(batch, kinds.of(puzzle).anchored) & ~batch["missing"]).numpy()
+        counted = (~given_codes(batch, jpdvt.kind_of(puzzle).anchored) & ~batch["missing"]).numpy()
         score["sampled"].append(margins(cost, pos)[counted])
         score["mean"].append(margins(solver.mean_costs(batch).numpy(), pos)[counted])
         score["ok"].append((pos == batch["true_pos"].numpy())[counted])

@@ -34,9 +34,9 @@ import numpy as np
 from PIL import Image
 
 from bench.recipes import MIXED, PHOTO_3X3, PHOTOS, gap_ft, with_flag
-from checkpoint import export_checkpoint
-from sources import HELD_OUT, hashed_split
-from synthetic import shapes_image
+from plumbing.checkpoint import export_checkpoint
+from sources.files import HELD_OUT, hashed_split
+from sources.synthetic import shapes_image
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BATCH = "640"                                        # ten times the photo recipe's 64

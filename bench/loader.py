@@ -17,12 +17,11 @@ import numpy as np
 import torch
 from PIL import Image
 
-import kinds
+import jpdvt
 from bench.throughput import timed, train_step_of
-from config import ImageConfig
 from dit import CONFIGS
-from puzzles import ImagePuzzles, collate
-from sources import fit_image
+from puzzles import ImageConfig, ImagePuzzles, collate
+from sources.files import fit_image
 
 
 def images_per_second(puzzle, workers, images, batch_size=32):
@@ -75,7 +74,7 @@ def quickstart_pace(batches=10, steps=20):
         rows[f"loader quickstart built-in 3x3 16px, 1 process, {'paired' if paired else 'one picture each'}"] = {
             "ms_per_batch64": (time.time() - t) / batches * 1000, "workers": 0}
     cpu = torch.device("cpu")
-    train_step, _ = train_step_of(kinds.of(ImageConfig()), replace(CONFIGS["tiny"], piece_size=16, patch_size=16),
+    train_step, _ = train_step_of(jpdvt.kind_of(ImageConfig()), replace(CONFIGS["tiny"], piece_size=16, patch_size=16),
                                   collate([data[i] for i in range(64)]), cpu)
     times = [timed(train_step, cpu) for _ in range(steps + 5)]
     threads = torch.get_num_threads()

@@ -154,6 +154,10 @@ RECIPES = {
     # batch 32 at half the learning rate, longer: the 5 x 4 recipe that orders every test clip (bench/notes.md)
     "video-mmnist-5x4-batch32-lr5e-4": ("train_video.py", with_flag(MMNIST_5X4, "--lr", "5e-4") + [
         "--curriculum", "3", "2000", "--batch-size", "32", "--max-steps", "12000"], [[]]),
+    # the 5 x 4 fix (batch 32, lr 5e-4) carried over to 10 x 2, longer
+    "video-mmnist-10x2-batch32-lr5e-4": ("train_video.py", with_flag(MMNIST, "--lr", "5e-4") + [
+        "--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3", "2000", "--batch-size", "32",
+        "--max-steps", "16000"], [[]]),
     "video-mmnist-5x4-batch64": ("train_video.py", MMNIST_5X4 + ["--curriculum", "3", "1000", "--batch-size", "64",
                                                                  "--max-steps", "4000"], [[]]),
     "video-mmnist-10x2-missing": ("train_video.py", MMNIST + ["--pieces", "10", "--frames-per-piece", "2", "--missing",

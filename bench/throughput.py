@@ -16,13 +16,12 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-import kinds
-from config import ImageConfig, VideoConfig
+import jpdvt
 from diffusion import GaussianDiffusion
 from dit import CONFIGS as DIT_CONFIGS
 from jpdvt import SampleOptions, given_codes, puzzle_loss, solve
-from puzzles import collate, to_device
-from training import autocast
+from plumbing.cli import autocast
+from puzzles import ImageConfig, VideoConfig, collate, to_device
 from unet3d import CONFIGS as UNET_CONFIGS
 
 # dense bf16 tensor-core peak, TFLOP/s (vendor data sheets, without sparsity); the first name that occurs in
@@ -89,7 +88,7 @@ def measure(device, steps=10, only=None):
     for name, net_cfg, puzzle, batch in settings(gpu):
         if only is not None and name not in only:
             continue
-        kind = kinds.of(puzzle)
+        kind = jpdvt.kind_of(puzzle)
         data = kind.puzzles("train", 0)
         b = to_device(collate([data[i] for i in range(batch)]), device)
         table, given, flops = kind.table().to(device), given_codes(b, kind.anchored), None

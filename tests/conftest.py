@@ -13,7 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import sample  # noqa: E402
-import sources  # noqa: E402
+import sources.files as sources  # noqa: E402
 import train_image  # noqa: E402
 import train_video  # noqa: E402
 

@@ -9,16 +9,16 @@ import torch
 from conftest import DIGITS_CKPT, SHAPES_CKPT, sample_run
 from PIL import Image
 
-import kinds
-from animate import HEADER, HOLD_MS, soft_cells
-from checkpoint import load_checkpoint
-from cli import UserError
+import jpdvt
 from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, given_codes, solve
-from pictures import save_codes_picture
+from plumbing.checkpoint import load_checkpoint
+from plumbing.cli import UserError
 from posenc import grid_table
 from puzzles import collate
-from synthetic import shapes_image
+from solving.animate import HEADER, HOLD_MS, soft_cells
+from solving.pictures import save_codes_picture
+from sources.synthetic import shapes_image
 
 PIECE, BORDER = 40, 2       # the 120 x 160 test photo on a 3x3 grid: 40 px pieces, 2 px apart (as test_image.py)
 
@@ -94,10 +94,10 @@ def test_callback_sees_every_step_and_changes_no_result():
     same positions and content as without it (it draws nothing from the generator)."""
     ckpt = load_checkpoint(SHAPES_CKPT)
     config = ckpt["config"]
-    model = kinds.of(config).network(config.model).eval()
+    model = jpdvt.kind_of(config).network(config.model).eval()
     model.load_state_dict(ckpt["ema"])
-    diffusion, table = GaussianDiffusion(1000, config.prediction), kinds.of(config).table()
-    test = kinds.of(replace(config.puzzle, missing=1)).puzzles("test", 0)
+    diffusion, table = GaussianDiffusion(1000, config.prediction), jpdvt.kind_of(config).table()
+    test = jpdvt.kind_of(replace(config.puzzle, missing=1)).puzzles("test", 0)
     batch, opts = collate([test[0], test[1]]), SampleOptions(steps=4, samples=2)
     given = given_codes(batch, False)
     plain = solve(model, diffusion, batch, table, replace(opts, generator=torch.Generator().manual_seed(0)), given)

@@ -11,15 +11,14 @@ import torch
 from conftest import SHAPES_CKPT, TINY_IMAGE, assert_one_line_error, py, run, sample_run
 from PIL import Image
 
-import kinds
-from checkpoint import load_checkpoint, save_checkpoint
-from cli import UserError
-from config import Config, DiTConfig, ImageConfig
+import jpdvt
 from diffusion import GaussianDiffusion
-from dit import DiT
+from dit import DiT, DiTConfig
 from jpdvt import given_codes, puzzle_loss
-from puzzles import SPLITS, ImagePuzzles, assemble, collate, cut_image, parse_grid, shuffle_pieces
-from synthetic import shapes_image
+from plumbing.checkpoint import Config, load_checkpoint, save_checkpoint
+from plumbing.cli import UserError
+from puzzles import SPLITS, ImageConfig, ImagePuzzles, assemble, collate, cut_image, parse_grid, shuffle_pieces
+from sources.synthetic import shapes_image
 from train_image import model_config
 
 # ----------------------------------------------------------------------------- puzzles
@@ -82,11 +81,12 @@ def test_shapes_training_pictures_come_in_mirrored_pairs():
 
 def test_shapes_dataset_deterministic_and_disjoint():
     cfg = ImageConfig(grid=(3, 3), piece_size=8, missing=2, anchor=True)
-    a, b, t = kinds.of(cfg).puzzles("train", 0), ImagePuzzles(cfg, "train", 0), kinds.of(cfg).puzzles("test", 0)
+    kind = jpdvt.kind_of(cfg)
+    a, b, t = kind.puzzles("train", 0), ImagePuzzles(cfg, "train", 0), kind.puzzles("test", 0)
     assert torch.equal(a[5]["content"], b[5]["content"]) and torch.equal(a[5]["true_pos"], b[5]["true_pos"])
     assert not torch.equal(a[5]["content"], t[5]["content"])
-    assert not torch.equal(kinds.of(cfg).puzzles("val", 0)[5]["content"], t[5]["content"])
-    assert not torch.equal(kinds.of(cfg).puzzles("test", 1)[5]["content"], t[5]["content"])   # another seed
+    assert not torch.equal(jpdvt.kind_of(cfg).puzzles("val", 0)[5]["content"], t[5]["content"])
+    assert not torch.equal(jpdvt.kind_of(cfg).puzzles("test", 1)[5]["content"], t[5]["content"])   # another seed
     item = t[3]
     assert item["content"].shape == (9, 3, 8, 8) and item["content"].min() >= -1 and item["content"].max() <= 1
     assert item["missing"].sum() == 2 and not item["missing"][0]       # exactly K at test time; anchor kept
@@ -109,7 +109,7 @@ def test_folder_dataset_skips_corrupt(tmp_path):
     assert len(ds.files) == 5 and len(ds) > 10 ** 9         # training is an endless stream of fresh crops
     items = [ds[i] for i in range(10)]                     # two epochs: every file visited twice
     assert all(it["content"].shape == (4, 3, 8, 8) for it in items)
-    assert ds.skipped == {str(tmp_path / "train" / "broken.jpg")}
+    assert ds.pictures.skipped == {str(tmp_path / "train" / "broken.jpg")}
 
 
 # ----------------------------------------------------------------------------- model
@@ -152,10 +152,10 @@ def test_training_steps_lower_loss():
     model = DiT(tiny_cfg())
     diffusion = GaussianDiffusion(1000, "x0")
     cfg = ImageConfig(grid=(2, 2), piece_size=8, missing=1)
-    ds = kinds.of(cfg).puzzles("train", 0)
+    ds = jpdvt.kind_of(cfg).puzzles("train", 0)
     batch = collate([ds[i] for i in range(16)])
     opt = torch.optim.Adam(model.parameters(), lr=2e-3)
-    table = kinds.of(cfg).table()
+    table = jpdvt.kind_of(cfg).table()
 
     def loss():
         torch.manual_seed(1)
@@ -212,7 +212,7 @@ def test_trained_model_solves_what_an_untrained_one_cannot(tmp_path):
     assert trained["piece_acc"] >= 0.9 and trained["puzzle_acc"] >= 0.75, trained
     ck = load_checkpoint(SHAPES_CKPT, "image")
     torch.manual_seed(0)
-    fresh = kinds.of(ck["config"]).network(ck["config"].model)
+    fresh = jpdvt.kind_of(ck["config"]).network(ck["config"].model)
     save_checkpoint(tmp_path / "untrained.pt", {"config": ck["config"].to_dict(), "model": {},
                                                 "ema": fresh.state_dict(), "opt": {}, "scaler": {}, "step": 0})
     untrained = sample_run("--ckpt", tmp_path / "untrained.pt", "--num-puzzles", "8", "--steps", "10",
@@ -278,9 +278,8 @@ def test_config_round_trip():
     assert Config.from_dict(config.to_dict(), "x.pt") == config
 
 
-def test_older_checkpoints_load_with_the_fields_they_predate():
-    """A checkpoint written before a puzzle field existed loads with the value it was trained with (config.ADDED):
-    the shipped shapes model drew one picture per puzzle."""
+def test_shipped_shapes_model_records_one_picture_per_puzzle():
+    """The shipped shapes model drew one picture per puzzle, and its checkpoint says so."""
     assert load_checkpoint(SHAPES_CKPT, kind="image")["config"].puzzle.paired_pictures is False
 
 

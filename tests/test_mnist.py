@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from conftest import sample_run, train_video_run
 
-import mnist
-from cli import UserError
-from config import VideoConfig
-from mnist import find_idx, is_mnist_dir, mnist_digits, moving_mnist, read_idx
-from puzzles import VideoPuzzles
+import mnist as mnist_script
+import sources.mnist as mnist
+from plumbing.cli import UserError
+from puzzles import VideoConfig, VideoPuzzles
+from sources.mnist import find_idx, is_mnist_dir, mnist_digits, moving_mnist, read_idx
 
 
 def fake_digits(n=12, value=200):
@@ -252,7 +252,7 @@ def local_mirrors(tmp_path, server, monkeypatch):
 
 
 def download_run(*flags):
-    return mnist.main(mnist.get_parser().parse_args([str(f) for f in flags]))
+    return mnist_script.main(mnist_script.get_parser().parse_args([str(f) for f in flags]))
 
 
 def test_download_tries_mirrors_in_order_and_checks_md5(tmp_path, local_mirrors, capsys):
@@ -309,5 +309,5 @@ def test_download_errors_are_one_sentence(tmp_path, local_mirrors, capsys):
         download_run("--download", tmp_path / "file")
     assert download_run() is None and "--download DIR" in capsys.readouterr().out   # no flags: the help
     assert asked == ["/none/" + GZ[0]]
-    help_text = mnist.get_parser().format_help()
+    help_text = mnist_script.get_parser().format_help()
     assert "--download DIR" in help_text and "--mirror URL" in help_text and mnist.MIRRORS[0] in help_text

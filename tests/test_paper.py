@@ -15,14 +15,14 @@ import torch
 from conftest import CHELSEA, COFFEE, ROOT, assert_one_line_error, run, sample_run, train_image_run, train_video_run
 from PIL import Image
 
-import kinds
-import paper
+import configs.paper as paper
+import jpdvt
 import train_image
 import train_video
-from checkpoint import load_checkpoint
-from cli import UserError
-from sources import HELD_OUT, fingerprint, hashed_split
-from training import resume_or_init
+from plumbing.checkpoint import load_checkpoint
+from plumbing.cli import UserError
+from plumbing.machinery import resume_or_init
+from sources.files import HELD_OUT, fingerprint, hashed_split
 
 # ----------------------------------------------------------------------------- fixtures in the real layouts
 
@@ -139,7 +139,7 @@ def test_readme_paper_command_builds_the_paper_settings(script, flags, layout, m
         assert have == value, (name, have, value)
         assert f"{name} {value} (paper table: " in line
     if module is train_image:                                 # 300 epochs of the training split at batch 256
-        files = len(kinds.of(config).puzzles("train", 0).files)
+        files = len(jpdvt.kind_of(config).puzzles("train", 0).files)
         assert config.train.max_steps == -(-300 * files // 256) and "300 epochs of" in line
         assert config.model.hidden == 768 and config.model.depth == 12 and config.model.heads == 12
     else:
@@ -308,10 +308,10 @@ def test_resume_refuses_paper_and_loads_no_empty_scaler(tmp_path):
     ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=True)
     assert ckpt["scaler"] == {}                              # fp32: the scaler was off
     config = load_checkpoint(tmp_path / "ckpt.pt")["config"]
-    model = kinds.of(config).network(config.model)
+    model = jpdvt.kind_of(config).network(config.model)
     opt = torch.optim.AdamW(model.parameters())
     scaler = torch.amp.GradScaler("cpu", enabled=True)       # as a resume with --precision fp16 on CUDA would have
-    ema = kinds.of(config).network(config.model)
+    ema = jpdvt.kind_of(config).network(config.model)
     assert resume_or_init(ckpt, None, config, objects=(model, ema, opt, scaler)) == (1, None)
 
 

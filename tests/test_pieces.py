@@ -12,9 +12,9 @@ import torch
 from conftest import COFFEE, ROOT, TINY_IMAGE, sample_run, train_image_run
 from PIL import Image
 
-from cli import UserError
-from sources import fit_image
-from synthetic import moving_digits
+from plumbing.cli import UserError
+from sources.files import fit_image
+from sources.synthetic import moving_digits
 
 PHOTOS_CKPT = os.path.join(ROOT, "checkpoints", "image-photos-3x3.pt")
 DIGITS = os.path.join(ROOT, "checkpoints", "video-digits-5x4.pt")

@@ -15,9 +15,10 @@ from PIL import Image
 
 import sample
 import train_image
-from checkpoint import load_checkpoint, save_checkpoint
-from cli import UserError, run_cli
-from config import Config, UNetConfig, VideoConfig
+from plumbing.checkpoint import Config, load_checkpoint, save_checkpoint
+from plumbing.cli import UserError, run_cli
+from puzzles import VideoConfig
+from unet3d import UNetConfig
 
 
 def weights(path):
@@ -86,7 +87,7 @@ class Evil:
 def test_cpu_threads_leave_a_core_per_data_worker(monkeypatch):
     """Training on CPU uses one thread per core left free by the data workers of this machine's processes, unless
     OMP_NUM_THREADS is set; other devices leave torch's threads alone."""
-    from training import cpu_threads
+    from plumbing.machinery import cpu_threads
     cores, cpu = len(os.sched_getaffinity(0)), torch.device("cpu")
     try:
         monkeypatch.delenv("OMP_NUM_THREADS")
@@ -174,9 +175,9 @@ POISON = """
 import sys
 sys.path.insert(0, {root!r})
 import torch
-import kinds
+import jpdvt
 import train_image
-from cli import run_cli
+from plumbing.cli import run_cli
 
 class Poisoned(torch.utils.data.Dataset):
     # rank 1's half of the global batch of 4 is nan from step 1 on: only that process sees a nan loss first
@@ -190,8 +191,8 @@ class Poisoned(torch.utils.data.Dataset):
             item["content"] = item["content"] * float("nan")
         return item
 
-make = kinds.Images.puzzles
-kinds.Images.puzzles = lambda kind, split, seed: (Poisoned if split == "train" else lambda d: d)(make(kind, split,
+make = jpdvt.Images.puzzles
+jpdvt.Images.puzzles = lambda kind, split, seed: (Poisoned if split == "train" else lambda d: d)(make(kind, split,
                                                                                                       seed))
 run_cli(train_image.main, train_image.get_parser().parse_args(sys.argv[1:]))
 """

@@ -10,10 +10,10 @@ import torch
 from conftest import CHELSEA, COFFEE, ROOT, sample_run
 from PIL import Image
 
-import cli
 import jpdvt
-from cli import UserError, resolve_device
-from sources import fit_image
+import plumbing.cli as cli
+from plumbing.cli import UserError, resolve_device
+from sources.files import fit_image
 
 PHOTOS_CKPT = os.path.join(ROOT, "checkpoints", "image-photos-3x3.pt")
 

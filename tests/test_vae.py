@@ -4,7 +4,7 @@ import pytest
 import torch
 from conftest import sample_run, train_video_run
 
-from checkpoint import load_checkpoint
+from plumbing.checkpoint import load_checkpoint
 
 diffusers = pytest.importorskip("diffusers",
                                 reason="--vae needs the optional diffusers package (pip install diffusers)")
@@ -53,7 +53,7 @@ def test_latent_diffusion_with_real_autoencoder(tmp_path):
 
 
 def test_codec_latents_are_unit_scale_not_clipped(tmp_path):
-    from vae import VaeCodec
+    from sources.vae import VaeCodec
     codec = VaeCodec(str(tiny_autoencoder(tmp_path / "vae")))
     torch.manual_seed(1)
     frames = torch.rand(2, 3, 2, 3, 64, 64) * 2 - 1                             # (B, pieces, frames, C, H, W)

@@ -10,17 +10,16 @@ import torch
 from conftest import DIGITS_CKPT, sample_run, tiny_run, train_video_run
 from PIL import Image
 
-import kinds
+import jpdvt
 import train_video
-from checkpoint import load_checkpoint
-from cli import UserError, run_cli
-from config import TrainConfig, VideoConfig
 from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, given_codes, solve
+from plumbing.checkpoint import TrainConfig, load_checkpoint
+from plumbing.cli import UserError, run_cli
+from plumbing.machinery import StepBatches
 from posenc import sequence_table
-from puzzles import ENDLESS, VideoPuzzles
-from synthetic import moving_digits
-from training import StepBatches
+from puzzles import ENDLESS, VideoConfig, VideoPuzzles
+from sources.synthetic import moving_digits
 from unet3d import CONFIGS, UNet3D
 
 TINY_VIDEO = ["--size", "16", "--pieces", "3", "--frames-per-piece", "2", "--batch-size", "2", "--eval-puzzles", "2",
@@ -52,7 +51,7 @@ def digits(**kw):
 # ----------------------------------------------------------------------------- datasets
 
 def test_digits_puzzles_anchor_missing_and_splits():
-    train, test = VideoPuzzles(digits(missing=2), "train", 0), kinds.of(digits(missing=2)).puzzles("test", 0)
+    train, test = VideoPuzzles(digits(missing=2), "train", 0), jpdvt.kind_of(digits(missing=2)).puzzles("test", 0)
     item = test[0]
     assert item["content"].shape == (5, 4, 1, 32, 32)
     assert item["content"].min() >= -1 and item["content"].max() <= 1 and item["content"].max() > 0
@@ -62,18 +61,18 @@ def test_digits_puzzles_anchor_missing_and_splits():
     assert counts == {0, 1, 2} and not any(train[i]["missing"][0] for i in range(30))  # 0..K in training
     assert torch.equal(train[3]["content"], VideoPuzzles(digits(missing=2), "train", 0)[3]["content"])
     assert not torch.equal(train[3]["content"], test[3]["content"])                     # disjoint streams
-    assert not torch.equal(kinds.of(digits(missing=2)).puzzles("val", 0)[3]["content"], test[3]["content"])
+    assert not torch.equal(jpdvt.kind_of(digits(missing=2)).puzzles("val", 0)[3]["content"], test[3]["content"])
     rgb = VideoPuzzles(digits(pieces=3, frames_per_piece=2, size=16, channels=3, frame_stride=2), "test", 0)[0]
     assert rgb["content"].shape == (3, 2, 3, 16, 16) and not rgb["missing"].any()
 
 
 def test_curriculum_grows_the_piece_count():
     cfg = digits(pieces=6, frames_per_piece=2, size=16, missing=3, curriculum=(3, 4, 2))   # 4 steps of 2 puzzles
-    train = kinds.of(cfg).puzzles("train", 0)
+    train = jpdvt.kind_of(cfg).puzzles("train", 0)
     counts = [len(train[i]["true_pos"]) for i in range(12)]
     assert counts == [3, 3, 3, 3, 4, 4, 5, 5, 6, 6, 6, 6]
     assert all(train[i]["missing"].sum() <= len(train[i]["true_pos"]) - 2 for i in range(12))
-    assert len(kinds.of(cfg).puzzles("test", 0)[0]["true_pos"]) == 6          # test puzzles: all pieces
+    assert len(jpdvt.kind_of(cfg).puzzles("test", 0)[0]["true_pos"]) == 6          # test puzzles: all pieces
 
 
 def test_movingmnist_split_and_resize(tmp_path):
@@ -81,11 +80,11 @@ def test_movingmnist_split_and_resize(tmp_path):
     data[:, :, 10:20, 10:20] = np.arange(10, dtype=np.uint8)[None, :, None, None] * 20 + 20  # video v: 20 + 20v
     np.save(tmp_path / "mnist_test_seq.npy", data)
     mm = VideoConfig(dataset="movingmnist", data_dir=str(tmp_path), pieces=5, frames_per_piece=4, size=64)
-    train = kinds.of(mm).puzzles("train", 0)
+    train = jpdvt.kind_of(mm).puzzles("train", 0)
     val, test = (VideoPuzzles(replace(mm, size=32, missing=1), s, 0) for s in ("val", "test"))
-    assert (len(train.videos), len(val), len(test)) == (8, 1, 1)                     # 80% / 10% / 10%
+    assert (len(train.clips.videos), len(val), len(test)) == (8, 1, 1)                     # 80% / 10% / 10%
     assert len(train) == ENDLESS                                # training: fresh puzzles of the clips, epoch by epoch
-    assert train[2]["content"].max() == pytest.approx((20 + 20 * train.clip_index(2)) / 255 * 2 - 1)
+    assert train[2]["content"].max() == pytest.approx((20 + 20 * train.clips.clip_index(2)) / 255 * 2 - 1)
     item = test[0]
     assert item["content"].shape == (5, 4, 1, 32, 32) and item["missing"].sum() == 1
     assert item["content"].max() == pytest.approx(200 / 255 * 2 - 1, abs=0.05)  # the last video (bicubic overshoot)
@@ -143,7 +142,7 @@ def test_finite_clips_give_fresh_puzzles_every_epoch(tmp_path, layout):
         cfg = VideoConfig(dataset="videos", data_dir=str(tmp_path), pieces=3, frames_per_piece=2, size=16,
                           channels=3, missing=1)
         clips = 4
-    first, second = epoch_puzzles(kinds.of(cfg).puzzles("train", 0), per_epoch=clips)
+    first, second = epoch_puzzles(jpdvt.kind_of(cfg).puzzles("train", 0), per_epoch=clips)
     per_clip = [sorted(p[0] for p in epoch) for epoch in (first, second)]
     assert per_clip[0] == per_clip[1]                           # the same clips, each as often, every epoch
     assert len(set(per_clip[0])) == clips
@@ -155,7 +154,7 @@ def test_curriculum_follows_the_step_on_a_finite_set(tmp_path):
     write_mnist_seq(tmp_path)
     cfg = VideoConfig(dataset="movingmnist", data_dir=str(tmp_path), pieces=4, frames_per_piece=2, size=64,
                       curriculum=(2, 4, 3))                     # 2 pieces at step 0, all 4 by step 4 (batch 3)
-    train = kinds.of(cfg).puzzles("train", 0)
+    train = jpdvt.kind_of(cfg).puzzles("train", 0)
     tc = TrainConfig(batch_size=3, max_steps=6)
     counts = [{len(train[i]["true_pos"]) for i in b} for b in StepBatches(tc, start_step=0)]
     assert counts == [{2}, {2}, {3}, {3}, {4}, {4}]             # 9 train clips: the steps run past an epoch
@@ -185,15 +184,15 @@ def test_video_folder_skips_unreadable_and_short(tmp_path):
     for t, frame in enumerate(moving_digits(np.random.default_rng(0), 8, 24)):
         iio.imwrite(tmp_path / "train" / "frames" / f"{t}.png", (frame * 255).astype(np.uint8))
     folder = VideoConfig(dataset="videos", data_dir=str(tmp_path), pieces=3, frames_per_piece=2, size=16, channels=3)
-    train = kinds.of(folder).puzzles("train", 0)
+    train = jpdvt.kind_of(folder).puzzles("train", 0)
     assert len(train.files) == 4
     items = [train[i] for i in range(4)]                        # the first epoch
     assert all(it["content"].shape == (3, 2, 3, 16, 16) for it in items)
-    assert train.skipped == {str(tmp_path / "train" / "broken.gif"), str(tmp_path / "train" / "short.gif")}
+    assert train.clips.skipped == {str(tmp_path / "train" / "broken.gif"), str(tmp_path / "train" / "short.gif")}
     grey = replace(folder, channels=1)
-    assert kinds.of(grey).puzzles("test", 0)[0]["content"].shape == (3, 2, 1, 16, 16)
+    assert jpdvt.kind_of(grey).puzzles("test", 0)[0]["content"].shape == (3, 2, 1, 16, 16)
     with pytest.raises(UserError, match="none of the 1 test videos"):
-        kinds.of(replace(grey, pieces=4)).puzzles("test", 0)[0]                  # 6 frames < 8
+        jpdvt.kind_of(replace(grey, pieces=4)).puzzles("test", 0)[0]                  # 6 frames < 8
 
 
 # ----------------------------------------------------------------------------- solving with known positions
@@ -237,7 +236,7 @@ def test_training_run_writes_checkpoint_and_log(video_ckpt):
     assert set(ck) == {"config", "model", "ema", "opt", "scaler", "step", "data"} and ck["step"] == 4
     config = load_checkpoint(video_ckpt, "video")["config"]
     assert config.puzzle == VideoConfig(pieces=3, frames_per_piece=2, size=16, missing=1)
-    assert kinds.of(config).anchored and config.model.in_channels == 1 and config.model.frames_per_piece == 2
+    assert jpdvt.kind_of(config).anchored and config.model.in_channels == 1 and config.model.frames_per_piece == 2
     log = (video_ckpt.parent / "log.txt").read_text()
     assert "eval step 2 kendall" in log and "final step 4 kendall" in log
 

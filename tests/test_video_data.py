@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cli import UserError
-from mnist import load_movingmnist
-from pictures import write_gif
+from plumbing.cli import UserError
 from puzzles import make_video_puzzle, unshuffle_video
-from sources import list_videos, read_video
-from synthetic import draw_digit_glyphs, moving_digits
+from solving.pictures import write_gif
+from sources.files import list_videos, read_video
+from sources.mnist import load_movingmnist
+from sources.synthetic import draw_digit_glyphs, moving_digits
 
 # ----------------------------------------------------------------------------- synthetic digits
 
@@ -135,7 +135,7 @@ def test_write_gif(tmp_path):
 
 
 def test_read_mp4_without_backend_names_the_package(tmp_path, monkeypatch):
-    import sources
+    import sources.files as sources
     monkeypatch.setattr(sources, "find_spec", lambda name: None)  # as if neither ffmpeg nor av is there
     (tmp_path / "clip.mp4").write_bytes(b"\x00" * 16)
     with pytest.raises(UserError, match="pip install imageio-ffmpeg"):

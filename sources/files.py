@@ -29,7 +29,7 @@ import imageio.v3 as iio
 import numpy as np
 from PIL import Image
 
-from cli import UserError
+from plumbing.cli import UserError
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 VIDEO_EXTS = (".mp4", ".avi", ".gif", ".mov", ".webm", ".mkv")
@@ -39,6 +39,8 @@ FRAME_EXTS = tuple(e for e in IMAGE_EXTS if e != ".gif")  # images of a frame fo
 # first md5 byte). JPwLEG-3 keeps about the paper's 2000 test and 1000 val of its 12000 MET images (Sec. 4.1), which
 # come in subfolders without a split; ImageNet (its val/ is the test split) holds out about 10,000 of its 1.28M
 # training images for training's held-out check, 2/256
+SPLITS = {"train": 0, "test": 1, "val": 2}              # each split its own seeded stream
+ENDLESS = 2 ** 62                                          # length of an unlimited stream (built-in data)
 HELD_OUT = {"jpwleg3": (2000 / 12000, 1000 / 12000), "imagenet": (0.05, 2 / 256)}
 TEST_FRACTION, VAL_FRACTION = 0.05, 0.10
 EVAL_FOLDERS = ("test", "val", "validation")               # held-out subfolders, the first found is the test split
@@ -47,6 +49,18 @@ EVAL_FOLDERS = ("test", "val", "validation")               # held-out subfolders
 # ----------------------------------------------------------------------------
 # Splits
 # ----------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=4)
+def _epoch_order(length, seed, epoch):
+    return np.random.default_rng([seed, 7, epoch]).permutation(length)
+
+
+def epoch_index(pos, length, seed):
+    """Stream position -> item of a finite set: every item once per epoch, each epoch in its own seeded order."""
+    epoch, j = divmod(pos, length)
+    return int(_epoch_order(length, seed, epoch)[j])
+
+
 
 def hashed_split(path, root, fractions=(TEST_FRACTION, VAL_FRACTION)):
     """"test", "val" or "train": the fixed band that the hash of the path under root falls in (test [0, 5%),

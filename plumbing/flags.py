@@ -14,13 +14,12 @@ import argparse
 import os
 from dataclasses import fields, replace
 
-from checkpoint import load_checkpoint
-from cli import UserError, loss_weight, positive, positive_float
-from config import RunConfig, TrainConfig
+from configs.paper import PAPER_ONLY
 from diffusion import PREDICTIONS
-from paper import PAPER_ONLY
+from plumbing.checkpoint import RunConfig, TrainConfig, load_checkpoint
+from plumbing.cli import PRECISIONS, UserError, loss_weight, positive, positive_float
 from puzzles import parse_grid
-from training import PRECISIONS, SCHEDULES, learning_rate
+from train import SCHEDULES, learning_rate
 
 # settings a resumed run may change (each change is logged); any other flag that differs from the checkpoint is refused
 RESUMABLE = ("max_steps", "ckpt_every", "eval_every", "eval_puzzles", "eval_steps", "precision", "data_dir", "vae",

@@ -13,6 +13,7 @@ of video puzzles (written by sample.py).
     save_codes_picture("docs/codes.png")
 """
 import functools
+import os
 
 import imageio.v3 as iio
 import numpy as np
@@ -21,7 +22,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from posenc import grid_table, sequence_table
 from puzzles import assemble, unshuffle_video
-from sources import fit_channels
+from sources.files import fit_channels
 
 RED = (1.0, 0.0, 0.0)                  # outline of generated (missing) pieces
 
@@ -116,6 +117,24 @@ def video_row(batch, positions, generated, k):
              unshuffle_video(np.where(gone, frames_np(generated[k]), real), positions[k]),
              unshuffle_video(real, batch["true_pos"][k].cpu().numpy())]
     return clips, [None, np.repeat(slot_generated, f), None]
+
+
+def picture(kind, batch, positions, content, k):
+    """Puzzle k of a solved batch of `kind`'s puzzles (jpdvt.kind_of; content decoded to pixels): image_row or
+    video_row."""
+    if kind.p.kind == "image":
+        return image_row(batch, positions, content, grid=kind.p.grid, k=k)
+    return video_row(batch, positions, content, k=k)
+
+
+def save_pictures(kind, folder, rows):
+    """examples.png (images) or examples.gif (videos) of picture() rows; returns (path, what its columns show)."""
+    if kind.p.kind == "image":
+        path = os.path.join(folder, "examples.png")
+        save_png(path, stack(rows, axis=0))
+        return path, "shuffled input | solved | solved + inpainted | ground truth"
+    path = write_rows(os.path.join(folder, "examples.gif"), rows, ["shuffled", "solved", "ground truth"])
+    return path, "shuffled input | solved, generated frames in red | ground truth"
 
 
 def write_rows(path, rows, labels):

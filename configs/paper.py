@@ -18,7 +18,7 @@ every setting with its source, e.g. "lr 0.0001 (paper table: supp. 'Image Experi
 """
 import math
 
-from cli import UserError
+from plumbing.cli import UserError
 
 # Where a value comes from, one short citation each (sections and tables of the paper and its supplement).
 DIT = "supp. Table 'Hyperparameters for our image diffusion transformer': 12 layers, 768 wide, MLP 3072, 12 heads"

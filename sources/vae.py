@@ -15,7 +15,7 @@ import os
 
 import torch
 
-from cli import UserError
+from plumbing.cli import UserError
 
 # the Stable Diffusion autoencoder: 8x smaller frames; its latents are scaled to about unit variance by the
 # config's scaling_factor (0.18215 for SD 1.x/2.x, the default when a config has none)

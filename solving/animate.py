@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image, ImageDraw
 
-from pictures import font, outline
+from solving.pictures import font, outline
 
 STEP_MS, HOLD_MS = 100, 1500          # GIF frame durations: a sampling step, the result at the end
 SHARPNESS = 4.0                       # tau = (squared distance between neighbouring cells' codes) / SHARPNESS

@@ -6,11 +6,15 @@ A wrong flag, a missing file or an unreadable dataset raises `UserError` with on
 file and says what to do; `run_cli` turns it into one `error: ...` line and exit code 2, never a traceback.
 """
 import argparse
+import contextlib
 import math
 import re
 import sys
 
 import torch
+
+PRECISIONS = {"auto": "bf16 on CUDA, fp32 on CPU and mps", "fp32": "full precision", "bf16": "bfloat16 autocast",
+              "fp16": "float16 autocast + grad scaling (CUDA)"}
 
 
 class UserError(ValueError):
@@ -85,3 +89,12 @@ def resolve_device(device_arg):
         raise UserError("--device mps was asked for but this machine has no Apple GPU (Metal); use --device auto or "
                         "cpu")
     return torch.device(device_arg)
+
+
+def autocast(device, precision):
+    """The autocast region of --precision (auto: bf16 on CUDA, none on CPU and mps); the weights stay fp32."""
+    if precision == "auto":
+        precision = "bf16" if device.type == "cuda" else "fp32"
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)

@@ -1,0 +1,87 @@
+"""
+The pictures image puzzles are cut from (puzzles.ImagePuzzles): built-in shapes (synthetic.py) or the photos of a
+folder's split (files.split_files), resized to the grid's size; in training a fresh view of a photo at every visit
+(`crop_scale`), a `mix_shapes` share of built-in shapes, and `paired_pictures` (two positions share a picture).
+
+    pictures = Pictures(ImageConfig(dataset="folder", data_dir="my_photos"), "train", seed=0)
+    img = pictures.picture(i, np.random.default_rng([0, 0, i]), 48, 48)       # (48, 48, 3) in [0, 1]
+"""
+import math
+
+import numpy as np
+from PIL import Image
+
+from plumbing.cli import UserError
+from sources.files import (
+    IMAGE_EXTS,
+    SPLITS,
+    epoch_index,
+    fit_image,
+    list_images,
+    load_photo,
+    note_skip,
+    random_crop,
+    split_files,
+)
+from sources.synthetic import shapes_image
+
+
+class Pictures:
+    """The pictures of an ImageConfig `cfg`'s split: `files` (None for built-in shapes) and picture(i, rng, h, w);
+    unreadable or too small files are skipped (and counted in `skipped`)."""
+
+    def __init__(self, cfg, split, seed=0):
+        self.cfg, self.split, self.seed = cfg, split, seed
+        self.train = split == "train"
+        self.mix_shapes = cfg.mix_shapes if self.train else 0.0
+        self.crop_scale = cfg.crop_scale if self.train and cfg.dataset == "folder" else None
+        self.files = None if cfg.dataset == "shapes" else split_files(
+            cfg.data_dir, split, cfg.dataset, lister=list_images, what="images", exts=IMAGE_EXTS)
+        self.skipped = set()
+        self.last_picture = (None, None)                           # (pair k, picture): paired_picture's
+
+    def file_index(self, i):
+        """Training: stream position i -> a file, every file once per epoch in a seeded order; test: file i."""
+        return epoch_index(i, len(self.files), self.seed) if self.train else i
+
+    def picture(self, i, rng, h, w):
+        """Position i's (h, w, 3) float image: built-in shapes or a photo (training: a new view)."""
+        if self.files is None and self.train and self.cfg.paired_pictures:
+            return self.paired_picture(i, h, w)
+        if self.files is None or (self.mix_shapes and rng.random() < self.mix_shapes):
+            return shapes_image(rng, h, w)
+        return self.photo(i, rng, h, w)
+
+    def paired_picture(self, i, h, w):
+        """Built-in training picture with `paired_pictures`: positions 2k and 2k+1 share one, the second mirrored
+        (half the drawing: bench/notes.md, "Issue 29, second session"). Seeded [seed, split, k, 1]: the trailing 1
+        keeps it apart from position k's own [seed, split, k] (numpy pads a shorter seed with zeros)."""
+        k, (have, img) = i // 2, self.last_picture
+        if have != k:
+            img = shapes_image(np.random.default_rng([self.seed, SPLITS[self.split], k, 1]), h, w)
+            img.setflags(write=False)                              # shared by the pair: never edited in place
+            self.last_picture = (k, img)
+        return np.ascontiguousarray(img[:, ::-1]) if i % 2 else img
+
+    def photo(self, i, rng, h, w):
+        """Photo i sized to (h, w), or the next usable one: unreadable or too small files are skipped and counted."""
+        n, first = len(self.files), self.file_index(i)
+        for k in range(n):
+            path = self.files[(first + k) % n]
+            if path in self.skipped:
+                continue
+            try:
+                if self.crop_scale:
+                    photo = load_photo(path, math.ceil(max(h, w) / self.crop_scale[0]))
+                    if min(photo.size) >= max(h, w):
+                        return random_crop(photo, h, w, rng=rng, scale=self.crop_scale)
+                    note_skip(self.skipped, path, f"too small (under {max(h, w)} px a side) image", total=n)
+                    continue
+                with Image.open(path) as im:
+                    return fit_image(im, h, w, rng=rng if self.train else None, hflip=self.cfg.dataset == "imagenet"
+                                     and self.train)
+            except (OSError, ValueError, Image.DecompressionBombError):
+                note_skip(self.skipped, path, "unreadable image", total=n)
+        raise UserError(f"--data-dir: none of the {n} {self.split} images could be read" +
+                        (f" and is at least {max(h, w)} px on its shorter side; use a smaller --piece-size or "
+                         "larger photos" if self.crop_scale else ""))
