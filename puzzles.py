@@ -10,9 +10,11 @@ Paper: "Image Jigsaw Puzzles Experiments", "Temporal Jigsaw Puzzles Experiments"
 Pieces are shuffled with a seeded generator and up to K of them are missing (0..K at random while training,
 exactly K when evaluating). Every sample is a pure function of (seed, split, stream position), so a batch is a
 pure function of the step: that is what makes resuming exact and the train, val and test streams disjoint.
-Where the pixels come from: synthetic.py (built in), sources.py (image and video files), mnist.py (Moving MNIST).
+Where the pixels come from: sources/images.py (the pictures) and sources/videos.py (the clips): built in
+(sources/synthetic.py), image and video files (sources/files.py) or Moving MNIST (sources/mnist.py). The
+settings of a puzzle stream are ImageConfig and VideoConfig, below; the scripts build them from their flags.
 
-    test = ImagePuzzles(ImageConfig(grid=(3, 3), piece_size=16, missing=1), "test")         # config.py
+    test = ImagePuzzles(ImageConfig(grid=(3, 3), piece_size=16, missing=1), "test")
     item = test[0]   # content (9, 3, 16, 16) in [-1, 1], true_pos (9,) true position of each piece, missing (9,)
     test = VideoPuzzles(VideoConfig(pieces=5, frames_per_piece=4, size=32, missing=1), "test")
     item = test[0]   # content (5, 4, 1, 32, 32) in [-1, 1], true_pos (5,) with true_pos[0] = 0, missing (5,)
@@ -275,11 +277,11 @@ VIDEO_DATASETS = {
                    f"training and val, t10k digits for testing) or {MOVINGMNIST_FILE} (8000 train / 1000 val / 1000 "
                    "test clips)",
     "videos": "a folder of video files (mp4, avi, gif, ...) or frame folders (--data-dir)",
-    "clevrer": "CLEVRER videos (--data-dir, a video folder; the paper's settings by default, paper.py)",
+    "clevrer": "CLEVRER videos (--data-dir, a video folder; the paper's settings by default, configs/paper.py)",
     "ucf101": "UCF101 videos (--data-dir, a video folder with class subfolders; the paper's settings by default)",
     "qst": "Quick Sky Time videos (--data-dir, a video folder; the paper's settings by default)",
 }
-FOLDER_DATASETS = ("folder", "imagenet", "jpwleg3", *FOLDER_VIDEOS)   # split by files (sources.split_files)
+FOLDER_DATASETS = ("folder", "imagenet", "jpwleg3", *FOLDER_VIDEOS)   # split by files (sources/files.py: split_files)
 
 
 class VideoPuzzles(torch.utils.data.Dataset):

@@ -5,10 +5,11 @@ and temporal super-resolution.
 Paper: "Predicted position encodings" (supplement) and "Metrics" (Sec. 4). Everything (model, puzzle settings)
 is rebuilt from the checkpoint; the EMA weights are used. Image checkpoints report piece- and puzzle-level
 accuracy over the pieces the model had to place; video checkpoints report the mean normalized Kendall distance
-and the fraction of clips fully ordered, strict and with generated pieces compared as a set (the `counted` text of
-config.py says what each counts). Video checkpoints can also fill in pieces between given ones (supplement,
-"Downstream Task: Temporal Super-resolution"). --animate writes a GIF of the sampling itself (animate.py): the
-pieces gliding from random codes into their cells, missing pieces forming from noise.
+and the fraction of clips fully ordered, strict and with generated pieces compared as a set (the `counted` texts of
+jpdvt.Images and jpdvt.Videos say what each counts). Video checkpoints can also fill in pieces between given ones
+(supplement, "Downstream Task: Temporal Super-resolution"). --animate writes a GIF of the sampling itself
+(solving/animate.py): the pieces gliding from random codes into their cells, missing pieces forming from noise. Your
+own data (--image, --video, --pieces, --frames, --superres) is solved by solving/own.py.
 
     python sample.py --ckpt checkpoints/image-shapes-3x3.pt                 # metrics.json + examples.png
     python sample.py --ckpt out/run/ckpt.pt --missing 2 --sampler ddim --steps 25      # deterministic
@@ -142,8 +143,8 @@ def score_test_set(args, solver):
 
 
 def calibrate(args, solver, found):
-    """--calibrate: fit the confidence tables (confidence.fit) on these val puzzles' evidence and store them in the
-    checkpoint (atomic rewrite); sample.py and solve(pieces) then report probabilities of being right."""
+    """--calibrate: fit the confidence tables (solving.confidence.fit) on these val puzzles' evidence and store them in
+    the checkpoint (atomic rewrite); sample.py and solve(pieces) then report probabilities of being right."""
     table = {"piece": fit(*found[:2], chance=1 / len(solver.table)), "puzzle": fit(*found[2:], bins=5),
              "split": args.split, "settings": solver.settings()}
     ckpt = torch.load(args.ckpt, map_location="cpu", weights_only=True)
@@ -307,7 +308,7 @@ def get_parser():
                         "first sample's steps")
     p.add_argument("--calibrate", action="store_true",
                    help="with --split val: fit the tables that turn a piece's code margin into a probability of being "
-                        "right and store them in the checkpoint (confidence.py); later scores report their "
+                        "right and store them in the checkpoint (solving/confidence.py); later scores report their "
                         "calibration, and --pieces its probabilities")
     p.add_argument("--batch-size", type=positive, default=50, help="puzzles solved at once")
     p.add_argument("--device", default="auto",

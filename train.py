@@ -1,18 +1,24 @@
 """
 The training loop shared by train_image.py and train_video.py (the method itself is in jpdvt.py).
 
+Paper: the objective of "Masked Jigsaw Transformer Diffusion" (Sec. 3.1, jpdvt.puzzle_loss), trained as the
+supplement's "Image Experiments" and "Video Experiments" state (their batch sizes, learning rates and steps are the
+table of configs/paper.py); gradient clipping, warm-up, EMA and the held-out check are not stated in the paper.
+
 One step: a batch of puzzles -> jpdvt.puzzle_loss -> backward -> clip the gradient at 1 -> AdamW step -> EMA of the
-weights (used for sampling) -> log, a periodic held-out check, a periodic checkpoint. Around it, named helpers:
+weights (used for sampling) -> log, a periodic held-out check, a periodic checkpoint. Around it, the helpers of
+plumbing/machinery.py (and `autocast` of plumbing/cli.py):
 - `setup_distributed`: DDP, nanoGPT style: on when torchrun sets RANK (nccl on CUDA, gloo on CPU); rank 0 writes.
 - `resume_or_init`: --resume (model, EMA, optimizer, grad scaler and step of a checkpoint) or --init (fine-tune).
 - `autocast` / `prepare_model`: precision (fp32, bf16, fp16 with grad scaling) and torch.compile.
 - --batch-size is the global batch B: each of W processes takes B / W puzzles a step, so the paper's batch size is
-  the number typed whatever the process count (the flags and how a run starts: flags.py).
+  the number typed whatever the process count (the flags and how a run starts: plumbing/flags.py).
 - Exact resume: the batch of step s is stream positions s*B ... s*B + B - 1 (rank r takes its B / W of them,
   StepBatches) and the noise of step s is seeded by (seed, s, rank), so a resumed run reaches the same weights as an
   uninterrupted one.
 
     train(config, train_set, eval_batch)      # config.run: out, device, workers, compile, init, log_every
+    python train_image.py / python train_video.py     # the scripts that build config, train_set and eval_batch
 """
 import copy
 import math
@@ -131,9 +137,9 @@ def held_out_check(ema, diffusion, batch, config, device):
 
 
 def training_files(train_set, data_dir, before):
-    """The checkpoint's "data": which files of a folder dataset the weights trained on (sources.fingerprint; None for
-    built-in streams and Moving MNIST, split by construction), with the record of the run they continue ("before":
-    the resumed run's or --init's) when it differs."""
+    """The checkpoint's "data": which files of a folder dataset the weights trained on (sources.files.fingerprint; None
+    for built-in streams and Moving MNIST, split by construction), with the record of the run they continue
+    ("before": the resumed run's or --init's) when it differs."""
     files = getattr(train_set, "files", None)
     data = fingerprint(files, data_dir, splits=["train"]) if files else None
     if before is not None and before != data:
@@ -142,7 +148,8 @@ def training_files(train_set, data_dir, before):
 
 
 def state(config, model, ema, opt, scaler, step, data):
-    """What ckpt.pt holds: plain types and tensors only; data: the training files' record (sources.fingerprint)."""
+    """What ckpt.pt holds: plain types and tensors only; data: the training files' record
+    (sources.files.fingerprint)."""
     return {"config": config.to_dict(), "model": model.state_dict(), "ema": ema.state_dict(),
             "opt": opt.state_dict(), "scaler": scaler.state_dict(), "step": step, "data": data}
 

@@ -3,15 +3,16 @@ Train the JPDVT image model: a DiT that denoises the 2D positional codes of shuf
 missing ones), conditioned on the pieces' content.
 
 Paper: "Masked Jigsaw Transformer Diffusion" and "Image Experiments" (supplement). Every setting comes from a flag,
-else the paper's table (paper.py; on by default for --dataset imagenet and jpwleg3), else the dataset's default, else
-the tiny CPU recipe below; the log's first line prints each with its source.
+else the paper's table (configs/paper.py; on by default for --dataset imagenet and jpwleg3), else the dataset's
+default, else the tiny CPU recipe below; the log's first line prints each with its source.
 
     python train_image.py                                   # tiny model, built-in shapes, 3x3, a few CPU minutes
     python train_image.py --dataset imagenet --data-dir /data/imagenet --grid 3        # the paper's ImageNet 3x3
     torchrun --standalone --nproc_per_node=8 train_image.py --dataset imagenet --data-dir /data/imagenet --grid 3
 
 Writes OUT/ckpt.pt ({config, model, ema, opt, scaler, step, data}) and OUT/log.txt; --resume OUT/ckpt.pt continues
-exactly. The flags become a config.Config (puzzle, model, train), stored in the checkpoint; the loop is training.py.
+exactly. The flags become a Config (plumbing/checkpoint.py: puzzle, model, train), stored in the checkpoint; the loop
+is train.py. Solve test puzzles or your own photo with sample.py --ckpt OUT/ckpt.pt.
 """
 import argparse
 from dataclasses import asdict, replace
@@ -69,7 +70,8 @@ def model_config(name, piece, patch):
 
 
 def make_config(args):
-    """(Config, settings line) of a fresh run: flags, else the paper's settings, else defaults (paper.resolve)."""
+    """(Config, settings line) of a fresh run: flags, else the paper's settings, else defaults
+    (configs.paper.resolve)."""
     sources = {"dataset": "flag" if args.dataset else "default"}
     args.dataset = args.dataset or "shapes"
     piece, gap = DATASET_DEFAULTS[args.dataset]

@@ -7,8 +7,8 @@ Paper: "Solving temporal jigsaw puzzles" (Sec. 3.2), "Temporal Jigsaw Puzzles Ex
 training), loss weights 0.8 missing frames / 0.2 positional codes, batch 32, lr 1e-4, linear schedule, T = 1000,
 250k steps; MovingMNIST is diffused in pixels, larger videos in the latent space of the Stable Diffusion
 autoencoder (256x256x3 frames -> 32x32x4 latents, `--vae`). Every setting comes from a flag, else the paper's table
-(paper.py; on by default for clevrer, ucf101 and qst, with --paper for movingmnist), else the dataset's default,
-else the tiny CPU recipe below; the log's first line prints each with its source.
+(configs/paper.py; on by default for clevrer, ucf101 and qst, with --paper for movingmnist), else the dataset's
+default, else the tiny CPU recipe below; the log's first line prints each with its source.
 
     python train_video.py                            # tiny U-Net, built-in digits, 5 pieces x 4 frames, 32 px
     python train_video.py --dataset movingmnist --data-dir data/mnist_test_seq.npy --pieces 10 --frames-per-piece 2 \
@@ -63,7 +63,8 @@ def puzzle_config(args):
 
 
 def make_config(args):
-    """(Config, settings line) of a fresh run: flags, else the paper's settings, else defaults (paper.resolve)."""
+    """(Config, settings line) of a fresh run: flags, else the paper's settings, else defaults
+    (configs.paper.resolve)."""
     sources = {"dataset": "flag" if args.dataset else "default"}
     args.dataset = args.dataset or "digits"
     paper = paper_settings(VIDEO, args.dataset, args.paper)

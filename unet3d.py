@@ -41,8 +41,6 @@ from dit import Attention, DiTBlock, TimestepEmbedder
 
 # ----------------------------------------------------------------------------- config
 
-# ----------------------------------------------------------------------------- config
-
 @dataclass
 class UNetConfig:
     """The video network (unet3d.UNet3D): a pseudo-3D U-Net; CONFIGS names its sizes."""
@@ -68,9 +66,8 @@ class UNetConfig:
 CONFIGS = {
     # Paper table: 64/128/256/512 wide, feature maps 32/16/8/4 on 32x32x4 latents, 3 P-3D layers, 8 x 64 heads.
     "paper": UNetConfig(),
-    # CPU-sized model for 32x32 grayscale digits: a 4x4 space-to-depth stem, then levels at 8/4/2 px with
-    # attention at 4x4 and 2x2 (and the middle block). Forward+backward of a batch of 16 puzzles x 5 pieces x
-    # 4 frames (320 frames), torch 2.13, 1 thread: 0.44 s (2x2 stem: 1.14 s); about 2.3 training steps/s.
+    # CPU-sized model for 32x32 grayscale digits: a 4x4 space-to-depth stem (a faster CPU step than a 2x2
+    # stem), then levels at 8/4/2 px with attention at 4x4 and 2x2 (and the middle block).
     "tiny": UNetConfig(channels=(16, 32, 64), layers_per_block=1, attn_levels=(1, 2), heads=2, head_dim=16,
                        in_channels=1, frames_per_piece=4, code_channels=4, patch_size=4, norm_groups=8),
 }

@@ -1,5 +1,6 @@
 """
 Lesson 0: one 3x3 puzzle through the whole method, printing every tensor and every mask and what it means.
+Paper: "Masked Jigsaw Transformer Diffusion" (Sec. 3.1) and the supplement's "Predicted position encodings".
 
 A built-in picture is cut into 9 shuffled pieces, one of them missing, and the first piece is anchored (its code is
 told); the shipped shapes model (checkpoints/image-shapes-3x3.pt; it trained without missing pieces or an anchor,
@@ -84,7 +85,7 @@ def main(ckpt_path="checkpoints/image-shapes-3x3.pt", seed=0):
     again, _ = solve(model, diffusion, batch, table=table, opts=opts, given=given)
     assert (again[0] == positions).all()                        # solve() is exactly step 4's lines
     metrics = kind.score(positions[None], batch)
-    print(f"5. Scoring (kinds.py): of the 7 pieces placed (not the anchor, not the missing one), "
+    print(f"5. Scoring (jpdvt.Images.score): of the 7 pieces placed (not the anchor, not the missing one), "
           f"{metrics['piece_acc']:.0%} in place, puzzle {'solved' if metrics['puzzle_acc'] == 1 else 'not solved'}")
     return metrics
 

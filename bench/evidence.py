@@ -1,6 +1,7 @@
 """
-Which margin tells right from wrong pieces (python -m bench confidence-evidence; confidence.py): the sampled codes'
-own (DDPM-50) or the one-call posterior mean's, both at the DDPM-50 assignment, as the AUROC over the counted pieces.
+Which margin tells right from wrong pieces (python -m bench confidence-evidence; solving/confidence.py): the sampled
+codes' own (DDPM-50) or the one-call posterior mean's, both at the DDPM-50 assignment, as the AUROC over the counted
+pieces.
 """
 import numpy as np
 import torch

@@ -105,7 +105,7 @@ def imagenet_folder(root, train, val, held_out):
     pictures and `held_out` more that fall in the hashed band of training's held-out check, `val` test pictures."""
     rng = np.random.default_rng(0)
     names, kept, i = [], 0, 0
-    while len(names) - kept < train or kept < held_out:       # names by hash band, as sources.split_files reads them
+    while len(names) - kept < train or kept < held_out:       # by hash band, as sources.files.split_files reads them
         name = os.path.join(f"n{i % 8:08d}", f"train_{i:05d}.JPEG")
         band = hashed_split(os.path.join(root, "train", name), os.path.join(root, "train"), HELD_OUT["imagenet"])
         if band == "val" and kept < held_out or band != "val" and len(names) - kept < train:

@@ -1,7 +1,8 @@
 """
 Data-loading throughput of the ImageNet protocol (decode a JPEG, resize it to cover the puzzle, random crop and flip,
 cut 3x3 pieces of 64 px) on a photo folder: training images per second with 0 (in the main process), 1 and N
-DataLoader workers; and the decode alone with and without Pillow's reduced-scale JPEG decoding (sources.fit_image).
+DataLoader workers; and the decode alone with and without Pillow's reduced-scale JPEG decoding
+(sources.files.fit_image).
 
     python -m bench loader                         # ../shared/data/photos, workers 0, 1 and all cores
     OMP_NUM_THREADS=1 python -m bench loader-quickstart   # the Quickstart's pace: its data worker against its model

@@ -1,6 +1,6 @@
 """
 The paper's settings for each of its experiments, in one table to check line by line against the paper
-(../shared/paper/jpdvt_cvpr2024.tex), and how a run's settings are chosen.
+(../shared/paper/jpdvt_cvpr2024.tex, from the repository root), and how a run's settings are chosen.
 
 Each setting of a training run comes from, in this order:
 1. a flag on the command line;

@@ -1,10 +1,14 @@
 """
 Checkpoints: one `ckpt.pt` = {config, model, ema, opt, scaler, step, data}, plain types and tensors only (data:
-which files of a folder dataset it trained on, sources.fingerprint; None for built-in and fixed-index data).
+which files of a folder dataset it trained on, sources.files.fingerprint; None for built-in and fixed-index data),
+and the run's settings they hold. Not in the paper.
 
+- `Config`: puzzle (puzzles.ImageConfig / VideoConfig), model (dit.DiTConfig / unet3d.UNetConfig), train
+  (`TrainConfig`) and prediction, what a checkpoint needs to rebuild its model and puzzles; `RunConfig`: how this
+  process runs (output folder, device, workers), never stored.
 - `save_checkpoint` writes atomically (temp file + rename), so a kill never leaves a broken file.
 - `load_checkpoint` reads with torch.load(weights_only=True), so a checkpoint can never run code, and turns its
-  config dict back into a config.Config (refusing, in one sentence naming the file, one that does not fit).
+  config dict back into a Config (refusing, in one sentence naming the file, one that does not fit).
 Shipped checkpoints hold the EMA weights only (model, opt and scaler empty, `export_checkpoint`): they can be sampled,
 not resumed.
 

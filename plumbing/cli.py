@@ -1,9 +1,14 @@
 """
-What the scripts (train_image.py, train_video.py, sample.py) share on the command line: clean errors and argparse
-types.
+What the scripts (train_image.py, train_video.py, sample.py, mnist.py) share on the command line: clean errors,
+argparse types, the device (`resolve_device`) and the precision policy (`PRECISIONS`, `autocast`). Not in the paper.
 
 A wrong flag, a missing file or an unreadable dataset raises `UserError` with one sentence that names the flag or
 file and says what to do; `run_cli` turns it into one `error: ...` line and exit code 2, never a traceback.
+
+    if __name__ == "__main__":
+        run_cli(main, get_parser().parse_args())          # main raises UserError("--grid must ...; use ...")
+    with autocast(resolve_device("auto"), "auto"):         # bf16 on CUDA, fp32 on CPU and mps
+        losses = puzzle_loss(...)
 """
 import argparse
 import contextlib
@@ -32,9 +37,17 @@ def run_cli(main, args):
     try:
         main(args)
     except (UserError, FileNotFoundError) as e:
+        end_process_group()
         die(str(e))
     except KeyboardInterrupt:
+        end_process_group()
         die("interrupted")
+
+
+def end_process_group():
+    """Leave a multi-process run's group before exiting, so that no communication thread outlives the interpreter."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 # ----------------------------------------------------------------------------

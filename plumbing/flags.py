@@ -1,6 +1,7 @@
 """
 The flags both training scripts share, and how a run starts from them: a fresh run's settings (the scripts resolve
-them with paper.resolve: flag, paper table, dataset default, script default) or a resumed checkpoint's.
+them with configs.paper.resolve: flag, paper table, dataset default, script default) or a resumed checkpoint's.
+Not in the paper (the paper's own settings are the table of configs/paper.py).
 
 - `add_train_flags`: the TrainConfig flags (left out = None until resolved), --prediction, --paper, and the run's
   own flags (--out, --resume, --init, --device, --log-every, --workers, --compile).
@@ -33,7 +34,7 @@ def train_config(args):
 
 
 def run_config(args):
-    """How this process runs (config.RunConfig), from the run flags."""
+    """How this process runs (plumbing.checkpoint.RunConfig), from the run flags."""
     return RunConfig(out=args.out, device=args.device, workers=args.workers, compile=args.compile, init=args.init,
                      log_every=args.log_every)
 
@@ -96,7 +97,7 @@ def resumed(config, given, step):
 
 def add_train_flags(p, defaults):
     """Flags shared by the two training scripts (help text on each), --prediction among them; `defaults` are the
-    script's TrainConfig, shown in the help; a flag left out is None until paper.resolve fills it (flag, paper,
+    script's TrainConfig, shown in the help; a flag left out is None until configs.paper.resolve fills it (flag, paper,
     dataset default, script default)."""
     d = defaults
     p.add_argument("--prediction", choices=PREDICTIONS,
@@ -122,8 +123,9 @@ def add_train_flags(p, defaults):
     p.add_argument("--eval-puzzles", type=positive, help=f"size of that batch (default {d.eval_puzzles})")
     p.add_argument("--eval-steps", type=positive, help=f"DDIM steps for that check (default {d.eval_steps})")
     p.add_argument("--paper", action=argparse.BooleanOptionalAction, default=None,
-                   help="take every setting not given as a flag from the paper's table for --dataset (paper.py); on "
-                        "by default for the datasets only the paper's setting makes sense on: " + ", ".join(PAPER_ONLY))
+                   help="take every setting not given as a flag from the paper's table for --dataset "
+                        "(configs/paper.py); on by default for the datasets only the paper's setting makes sense on: "
+                        + ", ".join(PAPER_ONLY))
     p.add_argument("--out", default=None, help="output folder: ckpt.pt and log.txt (default: out/run, or with "
                                                "--resume the checkpoint's folder)")
     p.add_argument("--resume", default=None,

@@ -1,6 +1,14 @@
 """
 The training loop's machinery (train.py): processes (DDP when torchrun sets RANK, CPU threads), the starting weights
 (--resume, --init), torch.compile, the order of the data (StepBatches: exact resume) and the log (tqdm and log.txt).
+Not in the paper; train.train uses them like this:
+
+    rank, world, device = setup_distributed("auto")
+    threads = cpu_threads(device, world, workers=1); check_processes(config.train, world, device)
+    step, before = resume_or_init(ckpt, init, config, objects=(model, ema, opt, scaler))
+    net = prepare_model(model, device, world=world, compile_=False)
+    log = Log("out/run", (rank, world), step=step, every=50, max_steps=config.train.max_steps)
+    for batch in batches(train_set, config.train, step, ranks=(rank, world), workers=1, pin=False): ...
 """
 import os
 import time
@@ -43,9 +51,9 @@ def setup_distributed(device_arg):
 def cpu_threads(device, world, workers):
     """On CPU: one compute thread per core left free by the data workers of this machine's processes, unless
     OMP_NUM_THREADS is set (torchrun sets it to 1 when it starts several processes per machine). Torch's default, a
-    thread per core, makes the workers and the step fight for the cores: on 2 cores the photo recipe ran 7.3 steps/s
-    with 2 threads, 11.7 with 1 (bench/notes.md). Exact resume holds for the same thread count (the same cores and
-    --workers). Returns the threads in use, or None on any other device."""
+    thread per core, makes the workers and the step fight for the cores, which slows the step (bench/notes.md).
+    Exact resume holds for the same thread count (the same cores and --workers). Returns the threads in use, or None
+    on any other device."""
     if device.type != "cpu":
         return None
     if "OMP_NUM_THREADS" not in os.environ:

@@ -27,7 +27,7 @@ from solving.pictures import font, outline
 STEP_MS, HOLD_MS = 100, 1500          # GIF frame durations: a sampling step, the result at the end
 SHARPNESS = 4.0                       # tau = (squared distance between neighbouring cells' codes) / SHARPNESS
 BACKGROUND, EMPTY, TEXT = 32, 56, (230, 230, 230)   # canvas and empty-cell greys, label colour
-EDGE = (0.6, 0.6, 0.6)                # the edge of a given piece (generated ones: pictures.RED)
+EDGE = (0.6, 0.6, 0.6)                # the edge of a given piece (generated ones: solving.pictures.RED)
 HEADER = 24                           # px above the grid for the step counter
 THUMB = 96                            # videos: thumbnail side in pixels (about: a whole multiple of the frames')
 DISPLAY = 160                         # images: piece side in pixels, at most the photo's (or pieces') own
@@ -163,7 +163,7 @@ def puzzle_gif(path, rec, batch, positions, table, grid, size, pixels):
 
 
 def puzzle_animation(path, rec, solver, batch, positions):
-    """--animate: the GIF of puzzle 0 of a solved batch (animate.puzzle_gif), image pieces at about DISPLAY px,
+    """--animate: the GIF of puzzle 0 of a solved batch (puzzle_gif), image pieces at about DISPLAY px,
     video pieces as thumbnails of about THUMB px; returns path."""
     puzzle = solver.config.puzzle
     image = puzzle.kind == "image"

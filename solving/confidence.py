@@ -1,7 +1,7 @@
 """
 How sure the solver is: each piece's probability of being in the right place, and the whole puzzle's.
 
-Not in the paper. One network call at t = T - 1 gives the posterior mean of every piece's code (solver.mean_costs):
+Not in the paper. One network call at t = T - 1 gives every piece's posterior-mean code (jpdvt.Solver.mean_costs):
 where the model is sure, the mean sits on one cell's code; where two cells are plausible, it sits between them. A
 piece whose assigned position (by the sampler) is much nearer the mean than the next best is probably right; one
 whose two best positions are about as near is a coin toss. (The sampled codes themselves say little: a sample

@@ -1,11 +1,14 @@
 """
 Solving your own data with a trained checkpoint (sample.py's flags): a photo cut into a puzzle (--image), a clip cut
 into a temporal puzzle (--video), a folder of pieces nobody has solved (--pieces, --frames), and temporal
-super-resolution (--superres). The loaded checkpoint is a jpdvt.Solver.
+super-resolution (--superres). The loaded checkpoint is a jpdvt.Solver; the bag itself (solve_image_bag,
+order_clips, check_pins, Result) is what jpdvt.Solver.solve runs. Paper: the supplement's "Downstream Task: Temporal
+Super-resolution" (--superres); the rest is not in the paper (pieces of your own, pins, their confidence).
 
     python sample.py --ckpt checkpoints/image-photos-3x3.pt --image photo.jpg --animate
     python sample.py --ckpt checkpoints/image-photos-3x3.pt --pieces my_pieces/          # solved.png, arrangement.json
     python sample.py --ckpt checkpoints/video-mmnist-10x2.pt --frames my_clips/          # order.json
+    result = jpdvt.load("checkpoints/image-photos-3x3.pt").solve(pieces)                # a Result
 """
 import json
 import os
@@ -251,8 +254,8 @@ def solve_pieces(args, solver):
 
 
 def pieces_gif(path, rec, result, grid):
-    """--pieces --animate: the sampling of a solved folder (animate.solving_gif), pieces at the picture's resolution,
-    generated ones forming from noise (red). Returns path."""
+    """--pieces --animate: the sampling of a solved folder (solving.animate.solving_gif), pieces at the picture's
+    resolution, generated ones forming from noise (red). Returns path."""
     n, side = len(result.tiles), result.tiles.shape[1]
     gone = np.arange(len(result.cells)) >= n
     return solving_gif(path, rec, grid_table(*grid), grid=grid, final=result.cells, marked=gone,
@@ -273,7 +276,7 @@ class Result:
     confidence: Optional[np.ndarray]   # (N,) probability that each piece is in place (None: no calibration table)
     puzzle_confidence: Optional[float]  # probability that every piece is in place
     image: Optional[Image.Image]   # images: the assembly, generated content in the empty cells (outlined in red)
-    margins: np.ndarray            # (N,) the raw evidence: next-best minus assigned code distance (confidence.py)
+    margins: np.ndarray            # (N,) the raw evidence: next-best minus assigned distance (solving/confidence.py)
     generated: np.ndarray          # images: (M, 2) (row, col) of the cells whose content was generated
     cells: np.ndarray              # images: the raster cell of every piece, given then generated (animations)
     tiles: np.ndarray              # images: the given pieces at the picture's resolution (N, S, S, 3) in [0, 1]

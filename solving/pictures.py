@@ -6,7 +6,7 @@ of video puzzles (written by sample.py).
   JPDVT-S and JPDVT-SI columns).
 - Video rows: shuffled input | solved (generated frames outlined in red) | ground truth, one puzzle per row.
 - The codes the model denoises (posenc.py): every cell's 2D code and every time slot's 1D code as coloured stripes,
-  with the distances between neighbours (docs/codes.png; the sampling animations are in animate.py).
+  with the distances between neighbours (docs/codes.png; the sampling animations are in solving/animate.py).
 
     save_png("examples.png", stack([image_row(batch, positions, content, grid, k) for k in range(4)], axis=0))
     write_gif("examples.gif", [[clip, solved_clip]], labels=["shuffled", "solved"])

@@ -1,6 +1,10 @@
 """
 Where real pixels come from: image files, video files and frame folders, and their train/test splits.
 
+Paper: Sec. 4.1 "Datasets" (the splits) and the supplement's "Image Experiments" (resize, random crop in training,
+centre crop at test time) and "Video Experiments" (temporal downsampling). sources/images.py and sources/videos.py
+read through it; `python train_image.py --dataset folder --data-dir DIR` is the way in for your own photos.
+
 - Images (train_image.py --dataset folder/imagenet/jpwleg3): every image file under a folder; `fit_image` resizes
   to cover the puzzle's area and crops it (random in training, the centre at test time: the paper's protocol).
   A small photo collection (`folder`) is trained on fresh views instead: `random_crop` zooms into a random part of
@@ -176,7 +180,7 @@ def fit_image(img, height, width, rng=None, hflip=False):
     """
     Resize a PIL image to cover (height, width), crop (random if rng, else centre), optional random flip. Training
     (rng given) decodes a not yet loaded JPEG at a reduced scale (Pillow's draft: 1/2, 1/4 or 1/8 of its side, never
-    below the size needed; 2.3x faster on 768 x 576 photos, bench/notes.md); test images are decoded in full.
+    below the size needed; much faster on large photos: python -m bench loader); test images are decoded in full.
     """
     scale = max(height / img.height, width / img.width)
     if rng is not None and img.format == "JPEG" and scale <= 0.5:

@@ -1,7 +1,9 @@
 """
-The pictures image puzzles are cut from (puzzles.ImagePuzzles): built-in shapes (synthetic.py) or the photos of a
-folder's split (files.split_files), resized to the grid's size; in training a fresh view of a photo at every visit
-(`crop_scale`), a `mix_shapes` share of built-in shapes, and `paired_pictures` (two positions share a picture).
+The pictures image puzzles are cut from (puzzles.ImagePuzzles): built-in shapes (sources/synthetic.py) or the photos
+of a folder's split (sources/files.py: split_files), resized to the grid's size; in training a fresh view of a photo
+at every visit (`crop_scale`), a `mix_shapes` share of built-in shapes, and `paired_pictures` (two positions share a
+picture). Paper: the image datasets of Sec. 4.1 (ImageNet, JPwLEG-3) and the supplement's "Image Experiments"
+(resized and cropped at random in training, the centre at test time); the rest is not in the paper.
 
     pictures = Pictures(ImageConfig(dataset="folder", data_dir="my_photos"), "train", seed=0)
     img = pictures.picture(i, np.random.default_rng([0, 0, i]), 48, 48)       # (48, 48, 3) in [0, 1]
@@ -54,8 +56,8 @@ class Pictures:
 
     def paired_picture(self, i, h, w):
         """Built-in training picture with `paired_pictures`: positions 2k and 2k+1 share one, the second mirrored
-        (half the drawing: bench/notes.md, "Issue 29, second session"). Seeded [seed, split, k, 1]: the trailing 1
-        keeps it apart from position k's own [seed, split, k] (numpy pads a shorter seed with zeros)."""
+        (half the drawing: bench/notes.md). Seeded [seed, split, k, 1]: the trailing 1 keeps it apart from position
+        k's own [seed, split, k] (numpy pads a shorter seed with zeros)."""
         k, (have, img) = i // 2, self.last_picture
         if have != k:
             img = shapes_image(np.random.default_rng([self.seed, SPLITS[self.split], k, 1]), h, w)

@@ -1,5 +1,6 @@
 """
-Moving MNIST from the raw MNIST files, for video jigsaw puzzles.
+Moving MNIST from the raw MNIST files, for video jigsaw puzzles (paper: Sec. 4.1 "MovingMNIST"; read by
+sources/videos.py for train_video.py --dataset movingmnist; the root mnist.py is the download command).
 
 Implements the standard Moving MNIST recipe of Srivastava et al. 2015 ("Unsupervised Learning of Video
 Representations using LSTMs"): two 28x28 MNIST digits bounce inside a 64x64 frame for 20 frames. Each digit starts

@@ -1,10 +1,11 @@
 """
 Built-in procedural data, so that everything runs with no download: images ("shapes") and moving digits ("digits").
+Not in the paper (its datasets are Sec. 4.1's); stand-ins for photos and Moving MNIST that train on a CPU.
 
 - shapes_image: a natural-looking picture (colour gradient, overlapping shapes, lines, a patch of stripes) whose
   content crosses piece borders, so a puzzle needs matching across edges (train_image.py --dataset shapes).
 - moving_digits: a MovingMNIST-like clip of digits drawn with PIL strokes bouncing in a frame
-  (train_video.py --dataset digits). Real Moving MNIST from the original digits is in mnist.py.
+  (train_video.py --dataset digits). Real Moving MNIST from the original digits is in sources/mnist.py.
 
 Both are pure functions of a numpy Generator, which is how every sample stays a function of (seed, split, index).
 

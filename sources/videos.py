@@ -1,7 +1,9 @@
 """
-The clips temporal puzzles are cut from (puzzles.VideoPuzzles): built-in moving digits (synthetic.py), Moving MNIST
-generated from the MNIST digits or read from mnist_test_seq.npy (mnist.py), or a folder of videos or frame folders
-(files.py), every `frame_stride`-th frame at size x size with `channels` channels.
+The clips temporal puzzles are cut from (puzzles.VideoPuzzles): built-in moving digits (sources/synthetic.py), Moving
+MNIST generated from the MNIST digits or read from mnist_test_seq.npy (sources/mnist.py), or a folder of videos or
+frame folders (sources/files.py), every `frame_stride`-th frame at size x size with `channels` channels. Paper: the
+video datasets of Sec. 4.1 (MovingMNIST, CLEVRER, UCF101, QST) and the supplement's "Video Experiments" (temporal
+downsampling).
 
     clips = Clips(VideoConfig(dataset="movingmnist", data_dir="mnist", size=64), "test", seed=0)
     clip = clips.clip(i, np.random.default_rng([0, 1, i]))         # (frames, 64, 64, 1) in [0, 1]
@@ -24,7 +26,7 @@ from sources.files import (
 from sources.mnist import MOVINGMNIST_FILE, is_mnist_dir, load_movingmnist, mnist_digits, moving_mnist
 from sources.synthetic import moving_digits
 
-FOLDER_VIDEOS = ("videos", "clevrer", "ucf101", "qst")    # datasets read from a folder of videos (files.py)
+FOLDER_VIDEOS = ("videos", "clevrer", "ucf101", "qst")    # datasets read from a folder of videos (sources/files.py)
 MNIST_TEST_CLIPS = 10000                                   # Moving MNIST generated from the t10k digits: test clips
 
 

@@ -1,4 +1,5 @@
-"""Sampling animations (sample.py --animate, animate.py), --image --missing, the diffusion callback, codes picture."""
+"""Sampling animations (sample.py --animate, solving/animate.py), --image --missing, the diffusion callback, codes
+picture."""
 import re
 from dataclasses import replace
 

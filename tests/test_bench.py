@@ -48,7 +48,7 @@ def test_recipes_parse():
 
 def test_gpu_imagenet_folder_splits(tmp_path):
     """bench/gpu.py's generated ImageNet-layout folder gives the training command a held-out band (val) besides the
-    training pictures, and val/ is the test split, as sources.split_files reads a real ImageNet."""
+    training pictures, and val/ is the test split, as sources.files.split_files reads a real ImageNet."""
     from bench.gpu import imagenet_folder
     from sources.files import IMAGE_EXTS, list_images, split_files
     root = imagenet_folder(str(tmp_path / "imagenet"), train=6, val=3, held_out=2)

@@ -1,5 +1,5 @@
-"""Moving MNIST (mnist.py): IDX reading and its errors, finding the files, the bouncing-digit clips, and
-`python mnist.py --download DIR`.
+"""Moving MNIST (sources/mnist.py): IDX reading and its errors, finding the files, the bouncing-digit clips, and
+`python mnist.py --download DIR` (the root mnist.py).
 
 Every test writes its own tiny synthetic IDX files; real MNIST is never needed, and the download tests fetch from a
 local HTTP server on 127.0.0.1 (nothing reaches the network).
@@ -193,7 +193,7 @@ def test_train_video_on_mnist_idx_files(tmp_path):
     m = sample_run("--ckpt", tmp_path / "run" / "ckpt.pt", "--num-puzzles", "2", "--steps", "1",
                    "--out", tmp_path / "s")
     assert (m["dataset"], m["num_puzzles"]) == ("movingmnist", 2) and (tmp_path / "s" / "examples.gif").exists()
-    broken = mnist_dir(tmp_path / "broken")                     # a fresh folder: mnist.py caches what it has read
+    broken = mnist_dir(tmp_path / "broken")                     # a fresh folder: sources/mnist.py caches what it read
     (broken / "t10k-images-idx3-ubyte").write_bytes(b"\x00\x00\x08\x03" + b"\x00" * 5)     # truncated header
     with pytest.raises(UserError, match="t10k-images-idx3-ubyte.*truncated"):   # the test split is read by sample.py
         sample_run("--ckpt", tmp_path / "run" / "ckpt.pt", "--data-dir", broken, "--out", tmp_path / "s2")

@@ -1,4 +1,4 @@
-"""The paper's own paths: the README's paper commands build the paper's settings (paper.py), and a short run of
+"""The paper's own paths: the README's paper commands build the paper's settings (configs/paper.py), and a short run of
 each trains and samples on a miniature fixture in the dataset's real layout; resume and torchrun as researchers use
 them."""
 import hashlib
@@ -35,7 +35,7 @@ def photo(path, seed, size=(120, 100)):
 
 def imagenet(root):
     """ImageNet's layout: train/<wnid>/*.JPEG and val/<wnid>/*.JPEG (the paper scores ImageNet's val split), with two
-    training images in the small hashed band held out for training's check (sources.HELD_OUT)."""
+    training images in the small hashed band held out for training's check (sources.files.HELD_OUT)."""
     names = {"train": [f"n01440764_{i}.JPEG" for i in range(6)], "val": ["ILSVRC2012_val_1.JPEG"]}
     names["train"] += [name for name in (f"n01440764_{i}.JPEG" for i in range(6, 2000))
                        if hashed_split(f"/r/n01440764/{name}", "/r", HELD_OUT["imagenet"]) == "val"][:2]

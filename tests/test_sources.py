@@ -1,4 +1,5 @@
-"""Image and video files (sources.py): disjoint train/val/test splits in every folder layout, fresh photo views."""
+"""Image and video files (sources/files.py): disjoint train/val/test splits in every folder layout, fresh photo
+views."""
 from dataclasses import asdict
 
 import numpy as np

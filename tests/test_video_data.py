@@ -1,4 +1,5 @@
-"""Video data: glyphs and moving digits (synthetic.py), file readers (sources.py), puzzles, the GIF writer."""
+"""Video data: glyphs and moving digits (sources/synthetic.py), file readers (sources/files.py), puzzles, the GIF
+writer."""
 import imageio.v3 as iio
 import numpy as np
 import pytest
