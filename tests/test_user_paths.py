@@ -1,5 +1,6 @@
 """A new user's machine: --device auto on a Mac, a seeded solve, the command line and jpdvt.load agreeing on a bag of
 pieces, and a test folder scored when no val split can be formed."""
+import contextlib
 import json
 import os
 import shutil
@@ -44,6 +45,13 @@ def test_device_mps_without_a_mac_gpu_is_one_sentence(monkeypatch):
         resolve_device("mps")
     with pytest.raises(UserError, match="auto, cpu, cuda, cuda:N or mps"):
         resolve_device("metal")
+
+
+@pytest.mark.filterwarnings("ignore:CUDA is not available")
+def test_auto_precision_is_fp32_on_cpu_and_mps_bf16_on_cuda():
+    assert isinstance(cli.autocast(torch.device("mps"), "auto"), contextlib.nullcontext)
+    assert isinstance(cli.autocast(torch.device("cpu"), "auto"), contextlib.nullcontext)
+    assert cli.autocast(torch.device("cuda"), "auto").fast_dtype == torch.bfloat16
 
 
 def test_solve_with_a_seed_repeats_itself():
