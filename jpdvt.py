@@ -257,6 +257,7 @@ class Solver:
         self.symmetries = symmetries                              # images: average over 1, 2 or 4 mirrored puzzles
         self.data = ckpt.get("data")                              # training files' record (sources.files.split_seen)
         self.calibration = ckpt.get("calibration")                # solving.confidence.fit tables, fitted on val
+        self.generates = ckpt["config"].puzzle.missing > 0        # trained with missing pieces: generates them
         self.kind = kind_of(config)
         self.codec = load_codec(self.kind.vae) if self.kind.vae else None
         self.model = self.kind.network(config.model)
@@ -341,8 +342,12 @@ class Solver:
 
     def confidence(self, margin, part="piece", settings=None):
         """Probabilities of being right for margins (solving.confidence.probability), or None without a table fitted
-        with these settings (calibrated)."""
-        return probability(self.calibration[part], margin) if self.calibrated(settings) else None
+        with these settings (calibrated). part "puzzle" takes the puzzle's smallest piece margin and is capped by the
+        piece table there: every piece right is never likelier than its least sure piece being right."""
+        if not self.calibrated(settings):
+            return None
+        p = probability(self.calibration[part], margin)
+        return np.minimum(p, probability(self.calibration["piece"], margin)) if part == "puzzle" else p
 
     def solve(self, pieces, pins=None, grid=None, callback=None, seed=None):
         """

@@ -59,6 +59,9 @@ SYMMETRIES = {1: "the puzzle as given", 2: "and its left-right mirror", 4: "and 
 # Scoring fresh test puzzles (images and videos alike)
 # ----------------------------------------------------------------------------
 
+CALIBRATION_PUZZLES = 100       # --calibrate fits no table on fewer val puzzles (passes included)
+
+
 def score_test_set(args, solver):
     """
     Solve --num-puzzles puzzles of --split (test, or val for model selection), --repeats times (pass r: shuffles,
@@ -71,12 +74,18 @@ def score_test_set(args, solver):
                             where=(args.ckpt, puzzle.data_dir))
     if note:
         print(note)
+    if args.calibrate and seen:
+        raise UserError(f"{args.ckpt} trained on the {args.split} split, so a confidence fitted on it would be "
+                        "optimistic; --calibrate a model trained without it")
     passes, rows, seconds, animation, found = [], [], 0.0, None, []
     for r in range(args.repeats):
         test = kind.puzzles(args.split, args.seed + r)
         num = min(args.num_puzzles, len(test))
         if r == 0 and num < args.num_puzzles:
             print(f"note: the {args.split} split holds only {len(test)} puzzles; solving {num}")
+        if r == 0 and args.calibrate and num * args.repeats < CALIBRATION_PUZZLES:
+            raise UserError(f"--calibrate needs at least {CALIBRATION_PUZZLES} puzzles to fit on, and would solve "
+                            f"{num * args.repeats}; raise --num-puzzles or --repeats (passes with fresh noise)")
         solver.opts.generator.manual_seed(args.seed + r)
         positions, truth = [], []
         for start in tqdm(range(0, num, args.batch_size), unit="batch",
@@ -222,7 +231,7 @@ def main(args):
     if args.symmetries > 1 and config.kind != "image":
         raise UserError(f"--symmetries mirrors image puzzles, and {args.ckpt} is a {config.kind} model; drop it")
     trained = config.puzzle
-    config.puzzle = test_settings(args, config.puzzle)
+    config = replace(config, puzzle=test_settings(args, trained))     # ckpt["config"] stays the trained one
     opts = SampleOptions(steps=args.steps, sampler=args.sampler, assign=args.assign, samples=args.samples,
                          generator=torch.Generator(resolve_device(args.device)).manual_seed(args.seed))
     solver = Solver(config, ckpt, device=resolve_device(args.device), precision=args.precision, opts=opts,

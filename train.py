@@ -29,7 +29,7 @@ import jpdvt
 from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, given_codes, puzzle_loss, solve
 from plumbing.checkpoint import save_checkpoint
-from plumbing.cli import autocast
+from plumbing.cli import UserError, autocast
 from plumbing.machinery import (
     Log,
     batches,
@@ -68,7 +68,7 @@ def train(config, train_set, eval_batch, ckpt=None, encode=None, notes=()):
     diffusion, table = GaussianDiffusion(1000, config.prediction), kind.table().to(device)
     weights = {"code": tc.weight_code, "content": tc.weight_content}
     encode = encode or (lambda batch: batch)
-    data = training_files(train_set, config.puzzle.data_dir, before)
+    data = training_files(train_set, config.puzzle.data_dir, before, resuming=ckpt is not None)
     eval_batch = encode(to_device(eval_batch, device))
     log = Log(run.out, (rank, world), step=step, every=run.log_every, max_steps=tc.max_steps)
     for line in [*notes, f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {world} process(es) "
@@ -136,12 +136,16 @@ def held_out_check(ema, diffusion, batch, config, device):
     return metrics, " ".join(f"{k} {v:.4f}" for k, v in metrics.items())
 
 
-def training_files(train_set, data_dir, before):
+def training_files(train_set, data_dir, before, resuming):
     """The checkpoint's "data": which files of a folder dataset the weights trained on (sources.files.fingerprint; None
     for built-in streams and Moving MNIST, split by construction), with the record of the run they continue
-    ("before": the resumed run's or --init's) when it differs."""
+    ("before": --init's) when it differs. A resumed run must train on the files it trained on."""
     files = getattr(train_set, "files", None)
     data = fingerprint(files, data_dir, splits=["train"]) if files else None
+    if resuming and before and data and before.get("digest") != data["digest"]:
+        raise UserError(f"--data-dir {data_dir} holds other training files ({data['files']}) than the checkpoint "
+                        f"trained on ({before.get('files')}): a resumed run keeps its training stream; pass the folder "
+                        "it trained on, or start a new run from its weights with --init")
     if before is not None and before != data:
         data = {**(data or {"splits": [], "files": 0, "digest": None}), "before": before}
     return data

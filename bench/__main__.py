@@ -259,10 +259,13 @@ def record_gpu(path):
                                                   "train_minutes": 0.0, "metrics": m})
 
 
-def confidence(out_root):
+def confidence(out_root, only=None):
     """Issue 28.3: fit each shipped checkpoint's confidence on val (its README command's settings, --calibrate
-    writes the tables into the checkpoint), then score the test split with the same settings: reliability and ECE."""
+    writes the tables into the checkpoint), then score the test split with the same settings: reliability and ECE.
+    only: the names of CONFIDENCE to do (default: all)."""
     for name, flags in CONFIDENCE:
+        if only and name not in only:
+            continue
         for split, extra in (("val (calibrate)", ["--split", "val", "--calibrate"]), ("test", [])):
             sweep("confidence", SHIPPED[name], {f"{name} {split}": [*flags, *extra]}, out_root)
 

@@ -288,7 +288,8 @@ TRANSFER = {f"image-photos-3x3-gap on shapes, missing {k}": ["--dataset", "shape
 # (name, sample.py flags of the README command)
 CONFIDENCE = [("image-shapes-3x3", ["--sampler", "ddim"]),              # (the sweep adds --seed 1)
               ("image-photos-3x3", ["--sampler", "ddim", *REPEATS]),
-              ("image-photos-3x3-gap", ["--missing", "0", "--samples", "32", *REPEATS])]
+              ("image-photos-3x3-gap", ["--missing", "0", "--samples", "32", *REPEATS]),
+              ("video-digits-5x4", ["--sampler", "ddim"]), ("video-mmnist-10x2", ["--sampler", "ddim"])]
 
 # compute (issue 29 lever 4, issue 30.3): the shipped photo recipe's flags at 10x the batch (640) on a lent H200
 # (bench/gpu.py: about 11 steps/s with 15 loader processes, so 2342 steps = 1.5M puzzles in 3.8 minutes, as many as the

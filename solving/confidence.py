@@ -10,8 +10,10 @@ with an AUROC of 0.55, the mean's with 0.96: `python -m bench confidence-evidenc
 - `margins`: per piece, the mean code's distance to the next-best position minus to the assigned one (in code
   units: neighbouring cells are 1.06 apart); per puzzle, its smallest piece margin.
 - `fit`: a calibration table, fitted on the val split: margins cut into bins of equal count, each bin's smoothed
-  accuracy (never 0 or 1), chance below the lowest margin, made non-decreasing (a larger margin never means less
-  likely right). Stored in the checkpoint with the settings it was fitted with (only those solves report it).
+  accuracy (never 0 or 1), chance one neighbour distance below the first bin (see fit), made non-decreasing (a
+  larger margin never means less likely right). Stored in the checkpoint with the settings it was fitted with (only
+  those solves report it). The puzzle's table reads its smallest piece margin; the solver caps it by the piece
+  table there (jpdvt.Solver.confidence), so that all pieces right is never likelier than the least sure one.
 - `probability`: a margin -> its bin's accuracy, interpolated between bin centres.
 - `reliability`: on another split (test), predicted against observed accuracy in bins, and the expected
   calibration error (ECE: the bins' |predicted - observed| weighted by their share of pieces).
@@ -48,8 +50,8 @@ def evidence(cost, positions, true_pos, counted):
 def fit(margin, correct, bins=10, chance=0.0):
     """A calibration table from val: `bins` equal-count bins of the margins, each bin's centre (median margin) and
     accuracy, smoothed as (right + 1) / (count + 2) so that no bin claims certainty, with a point at `chance` (1 /
-    positions for a piece) one neighbour distance (1.06) below the lowest margin or 0, whichever is lower: a piece
-    whose mean code prefers another cell is a guess. The accuracies are made non-decreasing (pooled adjacent
+    positions for a piece) at the first bin's centre or 0, whichever is lower, minus one neighbour distance (1.06): a
+    piece whose mean code prefers another cell is a guess. The accuracies are made non-decreasing (pooled adjacent
     violators)."""
     margin, correct = np.asarray(margin, dtype=np.float64), np.asarray(correct, dtype=np.float64)
     order = np.argsort(margin, kind="stable")

@@ -224,7 +224,7 @@ def solve_pieces(args, solver):
     result = solver.solve(dict(zip(names, pieces)), pins=parse_pins(args, names, video), grid=grid, callback=rec)
     conf = result.confidence if result.confidence is not None else [None] * len(names)
     cells = len(result.cells)
-    if not video and len(names) < cells and not solver.config.puzzle.missing:
+    if not video and len(names) < cells and not solver.generates:
         print(f"note: {cells - len(names)} empty cell(s), and this model trained without missing pieces: their "
               "content is not generated (grey), and its placement of the others is untested")
     if solver.calibration is not None and result.confidence is None:
@@ -333,7 +333,8 @@ def order_clips(solver, clips, pins):
     puzzle = solver.config.puzzle
     if len(clips) != puzzle.pieces:
         raise UserError(f"this model orders {puzzle.pieces} pieces of {puzzle.frames_per_piece} frame(s), got "
-                        f"{len(clips)}; give exactly {puzzle.pieces}")
+                        f"{len(clips)}; give exactly {puzzle.pieces} (a bag of clips with pieces missing cannot be "
+                        "ordered)")
     if len(pins) != 1 or any(slot != 0 for slot in pins.values()):
         raise UserError("a video model is told which piece comes first, its anchor: pin it (--pin FILE=0)")
     frames = [clip_frames(c, puzzle, name) for name, c in clips.items()]
@@ -346,7 +347,9 @@ def order_clips(solver, clips, pins):
     margin = margins(solver.mean_costs(batch).cpu().numpy(), pos[None])[0]
     slots, mine = np.empty(len(clips), np.int64), np.empty(len(clips))
     slots[order], mine[order] = pos, margin
-    conf, whole = solver.confidence(mine), solver.confidence(margin[1:].min(), part="puzzle")
+    settings = {**solver.settings(), "missing": 0}                         # every piece given
+    conf = solver.confidence(mine, settings=settings)
+    whole = solver.confidence(margin[1:].min(), part="puzzle", settings=settings)
     if conf is not None:
         conf[first] = 1.0
     return Result(positions=slots, confidence=conf, puzzle_confidence=None if whole is None else float(whole),

@@ -198,6 +198,8 @@ def test_resume_longer_is_logged_and_a_changed_flag_is_refused(tmp_path):
         train_image_run("--resume", ckpt, "--lr", "0.01")
     with pytest.raises(UserError, match="--model shapes a fresh run and cannot be given with --resume"):
         train_image_run("--resume", ckpt, "--model", "small")
+    with pytest.raises(UserError, match="--paired-pictures False differs from the checkpoint's True"):
+        train_image_run("--resume", ckpt, "--no-paired-pictures")        # it would change the training stream
     train_image_run("--resume", ckpt, "--lr", "0.002", "--grid", "2", "--max-steps", "4")   # equal flags pass
     log = (tmp_path / "log.txt").read_text()
     assert "resume: --max-steps 4 (the checkpoint had 2)" in log
@@ -331,3 +333,28 @@ def test_fine_tune_keeps_the_record_of_the_run_it_continues(tmp_path, capsys):
     capsys.readouterr()
     m = sample_run("--ckpt", f"{ROOT}/checkpoints/image-shapes-3x3.pt", *flags, "--out", tmp_path / "s")
     assert m["split_seen"] is False and "training files" not in capsys.readouterr().out   # trained on shapes
+
+
+def test_resume_refuses_a_data_folder_with_other_training_files(tmp_path):
+    """--data-dir may name where the same photos moved, not other photos: the training stream stays the run's."""
+    from PIL import Image
+    rng = np.random.default_rng(0)
+    for name, n in (("data", 6), ("moved", 6), ("other", 7)):
+        for split, count in (("train", n), ("val", 2), ("test", 2)):
+            (tmp_path / name / split).mkdir(parents=True)
+            for i in range(count):
+                pixels = (rng.random((32, 32, 3)) * 255).astype(np.uint8) if name != "moved" else None
+                path = tmp_path / name / split / f"{i}.png"
+                if name == "moved":
+                    path.write_bytes((tmp_path / "data" / split / f"{i}.png").read_bytes())
+                else:
+                    Image.fromarray(pixels).save(path)
+    flags = ["--dataset", "folder", "--grid", "2", "--piece-size", "8", "--batch-size", "4", "--eval-every", "0",
+             "--eval-puzzles", "2", "--eval-steps", "2", "--workers", "0"]
+    train_image_run(*flags, "--data-dir", tmp_path / "data", "--max-steps", "1", "--out", tmp_path / "run")
+    ckpt = tmp_path / "run" / "ckpt.pt"
+    with pytest.raises(UserError, match=r"^--data-dir .*other holds other training files \(7\) than the checkpoint "
+                                        r"trained on \(6\): a resumed run keeps its training stream"):
+        train_image_run("--resume", ckpt, "--data-dir", tmp_path / "other", "--max-steps", "2")
+    train_image_run("--resume", ckpt, "--data-dir", tmp_path / "moved", "--max-steps", "2")
+    assert load_checkpoint(ckpt)["step"] == 2 and "before" not in load_checkpoint(ckpt)["data"]

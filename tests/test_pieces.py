@@ -77,6 +77,9 @@ def test_frames_orders_clips_with_any_names(tmp_path):
     report = sample_run("--ckpt", DIGITS, "--frames", tmp_path / "clips", "--pin", f"{names[0]}=0")
     assert report["order"] == names and [report["pieces"][n]["slot"] for n in names] == [0, 1, 2, 3, 4]
     assert json.loads((tmp_path / "clips_solved" / "order.json").read_text())["order"] == names   # next to it
+    sure = [report["pieces"][n]["confidence"] for n in names]       # the shipped table, fitted on val clips
+    assert report["calibrated"] and sure[0] == 1.0 and all(0 < p < 1 for p in sure[1:])
+    assert report["puzzle_confidence"] <= min(sure)
 
 
 @pytest.mark.parametrize("case", ["empty", "not an image", "too many", "not square", "pin no file", "pin unanchored"])
@@ -111,10 +114,12 @@ def test_calibration_on_val_then_confidence_on_test_and_pieces(tmp_path, capsys)
     reliability and ECE; solve(pieces) with a pin gives probabilities."""
     train_image_run(*TINY_IMAGE, "--anchor", "--max-steps", "2", "--eval-every", "0", "--out", tmp_path / "run")
     ckpt = tmp_path / "run" / "ckpt.pt"
-    m = sample_run("--ckpt", ckpt, "--split", "val", "--calibrate", "--num-puzzles", "20", "--steps", "2", "--out",
-                   tmp_path / "cal")
+    with pytest.raises(UserError, match=r"--calibrate needs at least 100 puzzles to fit on, and would solve 20; "):
+        sample_run("--ckpt", ckpt, "--split", "val", "--calibrate", "--num-puzzles", "20", "--out", tmp_path / "few")
+    m = sample_run("--ckpt", ckpt, "--split", "val", "--calibrate", "--num-puzzles", "20", "--repeats", "5",
+                   "--steps", "2", "--out", tmp_path / "cal")
     table = torch.load(ckpt, weights_only=True)["calibration"]
-    assert table == m["calibration"] and table["piece"]["pieces"] == 20 * 3 and table["split"] == "val"
+    assert table == m["calibration"] and table["piece"]["pieces"] == 100 * 3 and table["split"] == "val"
     assert all(a <= b for a, b in zip(table["piece"]["accuracy"], table["piece"]["accuracy"][1:]))
     with pytest.raises(UserError, match="--calibrate fits the confidence on the val split"):
         sample_run("--ckpt", ckpt, "--calibrate", "--out", tmp_path / "x")
@@ -128,6 +133,7 @@ def test_calibration_on_val_then_confidence_on_test_and_pieces(tmp_path, capsys)
     result = solver.solve(pieces, pins={0: (1, 1)})
     assert result.confidence.shape == (4,) and result.confidence[0] == 1.0 and tuple(result.positions[0]) == (1, 1)
     assert all(0 < p < 1 for p in result.confidence[1:]) and 0 < result.puzzle_confidence < 1   # smoothed: never 0/1
+    assert result.puzzle_confidence <= result.confidence.min()          # all right is never likelier than one
     assert solver.solve(pieces[:3], pins={0: (1, 1)}).confidence is None     # fitted with no empty cell
     for pins, message in [({0: (2, 0)}, "outside the 2x2 grid"), ({0: (0, 0), 1: (0, 0)}, "the same cell")]:
         with pytest.raises(UserError, match=message):
@@ -145,3 +151,32 @@ def test_symmetries_average_the_mirrored_puzzles(tmp_path):
     assert m["symmetries"] == 4 and m["piece_acc"] >= 0.95     # unmapped mirrors score about 0.54 here
     with pytest.raises(UserError, match="--symmetries mirrors image puzzles"):
         sample_run("--ckpt", DIGITS, "--symmetries", "2", "--out", tmp_path / "v")
+
+
+def test_calibrate_refuses_a_split_the_model_trained_on(tmp_path, monkeypatch):
+    import sample
+    monkeypatch.setattr(sample, "split_seen", lambda *a, **k: (True, None))
+    with pytest.raises(UserError, match="trained on the val split, so a confidence fitted on it would be optimistic"):
+        sample_run("--ckpt", os.path.join(ROOT, "checkpoints", "image-shapes-3x3.pt"), "--split", "val",
+                   "--calibrate", "--out", tmp_path / "cal")
+
+
+def test_puzzle_confidence_is_capped_by_the_least_sure_piece():
+    """Tables fitted apart can disagree (here the puzzle table is the more hopeful): the puzzle's probability at its
+    smallest piece margin never exceeds that piece's."""
+    import jpdvt
+    solver = jpdvt.load(os.path.join(ROOT, "checkpoints", "image-shapes-3x3.pt"), device="cpu")
+    settings = solver.settings()
+    solver.calibration = {"settings": settings, "piece": {"margin": [0.0, 1.0], "accuracy": [0.1, 0.9]},
+                          "puzzle": {"margin": [0.0, 1.0], "accuracy": [0.5, 0.95]}}
+    margin = np.linspace(-0.5, 1.5, 9)
+    assert np.all(solver.confidence(margin, part="puzzle") <= solver.confidence(margin))
+    assert solver.confidence(0.5, part="puzzle") == pytest.approx(0.5)
+
+
+def test_the_empty_cells_note_names_only_models_trained_without_missing_pieces(tmp_path, capsys):
+    cut_into_files(tmp_path / "pieces", keep=7)
+    for ckpt, says in (("image-photos-3x3-gap.pt", False), ("image-photos-3x3.pt", True)):
+        sample_run("--ckpt", os.path.join(ROOT, "checkpoints", ckpt), "--pieces", tmp_path / "pieces", "--steps", "2",
+                   "--out", tmp_path / ckpt)
+        assert ("this model trained without missing pieces" in capsys.readouterr().out) == says, ckpt
