@@ -14,7 +14,7 @@ q(L_t, E^m_t | L_0, E^m_0, E^g) and p(L_{t-1}, E^m_{t-1} | L_t, E^m_t, E^g).
   respaced subset (`timesteps`), re-imposing the given entries after every step.
 
     diffusion = GaussianDiffusion(1000, prediction="x0")
-    losses = diffusion.training_losses(model_fn, x0_parts, masks, weights={"code": 0.2, "content": 0.8})
+    losses = diffusion.training_losses(model_fn, x0_parts, masks, weights={"code": 0.2, "content": 0.8})  # videos
     parts = diffusion.sample(model_fn, given, masks, steps=50, sampler="ddpm")
     parts = diffusion.sample(model_fn, given, masks, steps=50, callback=lambda i, x, x0: codes.append(x0["code"]))
 """

@@ -132,7 +132,8 @@ def code_costs(model, diffusion, batch, table, opts, given, latent=False):
     """
     keep = ~batch["missing"]
     content = batch["content"] * keep.view(*keep.shape, *[1] * (batch["content"].dim() - 2))   # missing: zeros
-    start = {"code": table[batch["true_pos"]] * given[..., None], "content": content}        # untold codes: zeros
+    start = {"code": table[batch["true_pos"]] * given[..., None], "content": content}  # untold codes: zeros (both
+    # are placeholders: sample() starts every generated entry from noise)
     masks = {"code": ~given, "content": batch["missing"]}
     fn, b = model_fn(model, batch["missing"], given), len(content)
     cost, generated = 0, None
@@ -340,14 +341,24 @@ class Solver:
         other sampling options or another number of missing pieces does not describe this solve."""
         return self.calibration is not None and not self.differs(settings)
 
-    def confidence(self, margin, part="piece", settings=None):
+    def confidence(self, margin, part="piece", settings=None, seam=None):
         """Probabilities of being right for margins (solving.confidence.probability), or None without a table fitted
         with these settings (calibrated). part "puzzle" takes the puzzle's smallest piece margin and is capped by the
-        piece table there: every piece right is never likelier than its least sure piece being right."""
+        piece table there (every piece right is never likelier than its least sure piece being right), and, where
+        its seam ratio (solving.confidence.seam_ratios) says it is no puzzle, by the gate fitted on val."""
         if not self.calibrated(settings):
             return None
         p = probability(self.calibration[part], margin)
-        return np.minimum(p, probability(self.calibration["piece"], margin)) if part == "puzzle" else p
+        if part != "puzzle":
+            return p
+        p = np.minimum(p, probability(self.calibration["piece"], margin))
+        gate = self.calibration.get("gate")
+        return p if gate is None or seam is None else np.where(self.no_puzzle(seam), np.minimum(p, gate["accuracy"]), p)
+
+    def no_puzzle(self, seam):
+        """Do these seam ratios say "not one puzzle" (above the gate fitted on val)? False without a gate."""
+        gate = (self.calibration or {}).get("gate")
+        return np.asarray(seam) >= gate["threshold"] if gate else np.zeros(np.shape(seam), bool)
 
     def solve(self, pieces, pins=None, grid=None, callback=None, seed=None):
         """

@@ -1,7 +1,7 @@
 """
 Sinusoidal positional encodings used as the diffusion targets of JPDVT.
 
-Paper: "Positional Encoding" (Sec. 3.2 of jpdvt_cvpr2024.tex):
+Paper: "Positional Encoding" (Sec. 3.2 of the paper):
 
     gamma(l, 2i)   = sin(l / 1000^(2i/16))
     gamma(l, 2i+1) = cos(l / 1000^(2i/16))

@@ -2,7 +2,7 @@
 Solve puzzles with a trained JPDVT checkpoint: accuracy on fresh test puzzles, pictures, your own photo or clip,
 and temporal super-resolution.
 
-Paper: "Predicted position encodings" (supplement) and "Metrics" (Sec. 4). Everything (model, puzzle settings)
+Paper: "Predicted position encodings" (supplement) and "Metrics" (Sec. 4.2). Everything (model, puzzle settings)
 is rebuilt from the checkpoint; the EMA weights are used. Image checkpoints report piece- and puzzle-level
 accuracy over the pieces the model had to place; video checkpoints report the mean normalized Kendall distance
 and the fraction of clips fully ordered, strict and with generated pieces compared as a set (the `counted` texts of
@@ -46,7 +46,7 @@ from puzzles import (
     to_device,
 )
 from solving.animate import Recorder, puzzle_animation
-from solving.confidence import evidence, fit, reliability
+from solving.confidence import evidence, fit, fit_gate, not_a_puzzle, reliability, seam_ratios
 from solving.own import order_clip, solve_photo, solve_pieces, superres
 from solving.pictures import picture, save_pictures
 from sources.files import data_folder, split_seen
@@ -77,7 +77,8 @@ def score_test_set(args, solver):
     if args.calibrate and seen:
         raise UserError(f"{args.ckpt} trained on the {args.split} split, so a confidence fitted on it would be "
                         "optimistic; --calibrate a model trained without it")
-    passes, rows, seconds, animation, found = [], [], 0.0, None, []
+    passes, rows, seconds, animation, found, bags = [], [], 0.0, None, [], []
+    grid = puzzle.grid if puzzle.kind == "image" else (1, puzzle.pieces)      # videos: one row of time slots
     for r in range(args.repeats):
         test = kind.puzzles(args.split, args.seed + r)
         num = min(args.num_puzzles, len(test))
@@ -99,8 +100,12 @@ def score_test_set(args, solver):
             seconds += time.time() - t
             if args.calibrate or solver.calibrated():         # the confidence's evidence: one more network call
                 counted = ~given_codes(batch, kind.anchored) & (~batch["missing"] if puzzle.kind == "image" else True)
-                found.append(evidence(solver.mean_costs(batch).cpu().numpy(), pos, batch["true_pos"].cpu().numpy(),
-                                      counted.cpu().numpy()))
+                keep = (~batch["missing"]).cpu().numpy()
+                found.append((*evidence(solver.mean_costs(batch).cpu().numpy(), pos, batch["true_pos"].cpu().numpy(),
+                                        counted.cpu().numpy()), seam_ratios(batch["content"].cpu().numpy(), pos, grid,
+                                                                            keep)))
+            if args.calibrate:
+                bags.append(bag_seams(solver, batch, grid, seed=args.seed + r * 1000 + start))
             if rec:
                 animation = puzzle_animation(os.path.join(args.out, "solving.gif"), rec, solver, batch=batch,
                                            positions=pos)
@@ -121,15 +126,18 @@ def score_test_set(args, solver):
     if args.repeats > 1:
         metrics["passes"] = passes
     metrics.update({k: getattr(puzzle, k) for k in kind.reported})
-    found = [np.concatenate(part) for part in zip(*found)]   # piece margins, correct; puzzle margins, correct
+    found = [np.concatenate(part) for part in zip(*found)]   # piece margins, correct; puzzle margins, correct, seams
     if args.calibrate:
-        metrics["calibration"] = calibrate(args, solver, found)
+        bags = {k: np.concatenate([b[k] for b in bags]) for k in bags[0]}
+        metrics["calibration"] = calibrate(args, solver, found, bags)
     elif solver.calibration is not None and not solver.calibrated():
         print(f"note: no confidence reported: the checkpoint's table was fitted with other settings "
               f"({solver.mismatch()}); rerun --split val --calibrate with these")
     elif solver.calibrated():
-        metrics["confidence"] = {part: dict(zip(("rows", "ece"), reliability(solver.confidence(m, part), ok)))
-                                 for part, m, ok in (("piece", *found[:2]), ("puzzle", *found[2:]))}
+        metrics["confidence"] = {part: dict(zip(("rows", "ece"), reliability(solver.confidence(m, part, seam=found[4]),
+                                                                             ok)))
+                                 for part, m, ok in (("piece", *found[:2]), ("puzzle", *found[2:4]))}
+        metrics["not_a_puzzle"] = float(solver.no_puzzle(found[4]).mean())   # the share of these puzzles gated
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
     path, shown = save_pictures(kind, args.out, rows)
@@ -151,14 +159,30 @@ def score_test_set(args, solver):
     return metrics
 
 
-def calibrate(args, solver, found):
-    """--calibrate: fit the confidence tables (solving.confidence.fit) on these val puzzles' evidence and store them in
-    the checkpoint (atomic rewrite); sample.py and solve(pieces) then report probabilities of being right."""
-    table = {"piece": fit(*found[:2], chance=1 / len(solver.table)), "puzzle": fit(*found[2:], bins=5),
-             "split": args.split, "settings": solver.settings()}
+def bag_seams(solver, batch, grid, seed):
+    """--calibrate: {kind: seam ratios} of bags that are no puzzle (solving.confidence.not_a_puzzle) solved as
+    puzzles, with noise of their own (`seed`): the real puzzles' solves stay as without --calibrate."""
+    opts = replace(solver.opts, generator=torch.Generator(solver.device).manual_seed(seed))
+    out = {}
+    for name, bag in zip(("mixed", "noise"), not_a_puzzle(batch, torch.Generator().manual_seed(seed))):
+        pos = assign_batch(solver.costs(bag, opts=opts)[0], solver.opts.assign)
+        out[name] = seam_ratios(bag["content"].cpu().numpy(), pos, grid, (~bag["missing"]).cpu().numpy())
+    return out
+
+
+def calibrate(args, solver, found, bags):
+    """--calibrate: fit the confidence tables (solving.confidence.fit) and the not-a-puzzle gate (fit_gate) on these
+    val puzzles' evidence and store them in the checkpoint (atomic rewrite); sample.py and solve(pieces) then report
+    probabilities of being right."""
+    table = {"piece": fit(*found[:2], chance=1 / len(solver.table)), "puzzle": fit(*found[2:4], bins=5),
+             "gate": fit_gate(found[4], found[3], bags), "split": args.split, "settings": solver.settings()}
     ckpt = torch.load(args.ckpt, map_location="cpu", weights_only=True)
     save_checkpoint(args.ckpt, {**ckpt, "calibration": table})
-    print(f"wrote the confidence tables into {args.ckpt} (from {len(found[0])} pieces of {len(found[2])} val puzzles)")
+    gate = table["gate"]
+    print(f"wrote the confidence tables into {args.ckpt} (from {len(found[0])} pieces of {len(found[2])} val puzzles); "
+          f"not a puzzle: seam ratio >= {gate['threshold']:.3f} (" + ", ".join(
+              f"{k} bags {np.mean(v >= gate['threshold']):.0%}" for k, v in bags.items())
+          + f", real puzzles {np.mean(found[4] >= gate['threshold']):.0%}), then P(solved) {gate['accuracy']:.3f}")
     return table
 
 

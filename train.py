@@ -88,7 +88,7 @@ def train(config, train_set, eval_batch, ckpt=None, encode=None, notes=()):
         scaler.scale(losses["loss"]).backward()
         scaler.unscale_(opt)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        scaler.step(opt)
+        scaler.step(opt)                              # optimizer.step(), through the fp16 scaler
         scaler.update()
         step += 1
         ema_update(ema, model, min(tc.ema_decay, (1 + step) / (10 + step)))

@@ -1,7 +1,7 @@
 """
 Pseudo-3D U-Net that denoises temporal jigsaw puzzles (video JPDVT).
 
-Paper: "Solving temporal jigsaw puzzles" (Sec. 3.2 of jpdvt_cvpr2024.tex), the supplement's "Video Experiments" and
+Paper: "Solving temporal jigsaw puzzles" (Sec. 3.2 of the paper), the supplement's "Video Experiments" and
 Table "Hyperparameters in the downsampling blocks": a Make-A-Video style U-Net (4 down blocks, a middle block,
 4 up blocks; 3 P-3D conv layers per block, 8 heads x 64). Where ours differs from the supplement's text ("Within
 each block, there are multiple pseudo-3D convolutional layers, a pseudo-3D attention layer"): a block (`Level`) is

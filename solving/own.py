@@ -33,7 +33,7 @@ from puzzles import (
     video_tensor,
 )
 from solving.animate import DISPLAY, Recorder, enlarge, puzzle_animation, solving_gif
-from solving.confidence import margins
+from solving.confidence import margins, seam_ratios
 from solving.pictures import mark_cells, save_png, stack, video_row, write_rows
 from sources.files import as_image, clip_frames, fit_channels, fit_image, open_photo, piece_pixels, read_video
 
@@ -241,8 +241,13 @@ def solve_pieces(args, solver):
                   "grid": list(grid or solver.config.puzzle.grid), "generated_cells": result.generated.tolist()}
         path = os.path.join(args.out, "arrangement.json")
         result.image.save(os.path.join(args.out, "solved.png"))
-    report.update(puzzle_confidence=result.puzzle_confidence, ckpt=args.ckpt, steps=args.steps, sampler=args.sampler,
-                  samples=args.samples, symmetries=args.symmetries, calibrated=result.confidence is not None)
+    odd = bool(solver.no_puzzle(result.seam))
+    if odd:
+        print(f"note: the placed pieces' edges match each other no better than unrelated pieces do (seam ratio "
+              f"{result.seam:.2f}, at or above {solver.calibration['gate']['threshold']:.2f}): probably not one puzzle")
+    report.update(puzzle_confidence=result.puzzle_confidence, seam_ratio=result.seam, not_a_puzzle=odd, ckpt=args.ckpt,
+                  steps=args.steps, sampler=args.sampler, samples=args.samples, symmetries=args.symmetries,
+                  calibrated=result.confidence is not None)
     with open(path, "w") as f:
         json.dump(report, f, indent=2)
     sure = "" if result.puzzle_confidence is None else f", {result.puzzle_confidence:.0%} sure of all of it"
@@ -277,6 +282,7 @@ class Result:
     puzzle_confidence: Optional[float]  # probability that every piece is in place
     image: Optional[Image.Image]   # images: the assembly, generated content in the empty cells (outlined in red)
     margins: np.ndarray            # (N,) the raw evidence: next-best minus assigned distance (solving/confidence.py)
+    seam: float                    # how well placed neighbours' edges match (about 1: no better than unrelated pieces)
     generated: np.ndarray          # images: (M, 2) (row, col) of the cells whose content was generated
     cells: np.ndarray              # images: the raster cell of every piece, given then generated (animations)
     tiles: np.ndarray              # images: the given pieces at the picture's resolution (N, S, S, 3) in [0, 1]
@@ -315,7 +321,9 @@ def solve_image_bag(solver, pieces, pins, grid=None, callback=None):
     if conf is not None:
         conf[pinned[:n]] = 1.0                                 # told, not found
     free = margin[~pinned[:n]]
-    whole = solver.confidence(free.min(), part="puzzle", settings=settings) if settings and len(free) else None
+    seam = seam_ratios(batch["content"].cpu().numpy(), pos[None], grid, keep=(np.arange(cells) < n)[None])[0]
+    whole = (solver.confidence(free.min(), part="puzzle", settings=settings, seam=seam) if settings and len(free)
+             else None)
     whole = 1.0 if conf is not None and not len(free) else whole
     show = int(min(DISPLAY, max(side, np.median([min(im.size) for im in images]))))   # the pieces' own pixels
     tiles = np.stack([piece_pixels(im, show, name) for name, im in zip(names, images)])
@@ -323,7 +331,7 @@ def solve_image_bag(solver, pieces, pins, grid=None, callback=None):
     img = mark_cells(assemble(every, pos, grid, border=2, fill=1.0), pos[n:], grid, side=show, border=2)
     return Result(positions=np.stack(divmod(pos[:n], grid[1]), axis=1), confidence=conf,
                   puzzle_confidence=None if whole is None else float(whole),
-                  image=Image.fromarray((img * 255).round().astype(np.uint8)), margins=margin,
+                  image=Image.fromarray((img * 255).round().astype(np.uint8)), margins=margin, seam=float(seam),
                   generated=np.stack(divmod(pos[n:], grid[1]), axis=1), cells=pos, tiles=tiles)
 
 
@@ -348,12 +356,14 @@ def order_clips(solver, clips, pins):
     slots, mine = np.empty(len(clips), np.int64), np.empty(len(clips))
     slots[order], mine[order] = pos, margin
     settings = {**solver.settings(), "missing": 0}                         # every piece given
+    seam = seam_ratios(batch["content"].cpu().numpy(), pos[None], (1, len(clips)), keep=np.ones((1, len(clips)), bool))
     conf = solver.confidence(mine, settings=settings)
-    whole = solver.confidence(margin[1:].min(), part="puzzle", settings=settings)
+    whole = solver.confidence(margin[1:].min(), part="puzzle", settings=settings, seam=seam[0])
     if conf is not None:
         conf[first] = 1.0
     return Result(positions=slots, confidence=conf, puzzle_confidence=None if whole is None else float(whole),
-                  image=None, margins=mine, generated=np.zeros((0, 2), int), cells=slots, tiles=None)
+                  image=None, margins=mine, seam=float(seam[0]), generated=np.zeros((0, 2), int), cells=slots,
+                  tiles=None)
 
 
 def check_pins(pins, n, grid, anchored):

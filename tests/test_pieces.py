@@ -172,6 +172,10 @@ def test_puzzle_confidence_is_capped_by_the_least_sure_piece():
     margin = np.linspace(-0.5, 1.5, 9)
     assert np.all(solver.confidence(margin, part="puzzle") <= solver.confidence(margin))
     assert solver.confidence(0.5, part="puzzle") == pytest.approx(0.5)
+    solver.calibration["gate"] = {"threshold": 0.6, "accuracy": 0.01}       # seams no better than unrelated pieces'
+    assert solver.confidence(1.0, part="puzzle", seam=0.9) == pytest.approx(0.01)
+    assert solver.confidence(1.0, part="puzzle", seam=0.3) == pytest.approx(0.9)
+    assert list(solver.no_puzzle([0.3, 0.6, 0.9])) == [False, True, True]
 
 
 def test_the_empty_cells_note_names_only_models_trained_without_missing_pieces(tmp_path, capsys):
