@@ -46,7 +46,7 @@ from puzzles import (
     to_device,
 )
 from solving.animate import Recorder, puzzle_animation
-from solving.confidence import evidence, fit, fit_gate, not_a_puzzle, reliability, seam_ratios
+from solving.confidence import bag_seams, evidence, fit, fit_gate, reliability, seam_ratios
 from solving.own import order_clip, solve_photo, solve_pieces, superres
 from solving.pictures import picture, save_pictures
 from sources.files import data_folder, split_seen
@@ -157,17 +157,6 @@ def score_test_set(args, solver):
     if animation:
         print(f"wrote {animation} (the sampling of the first puzzle, generated pieces in red)")
     return metrics
-
-
-def bag_seams(solver, batch, grid, seed):
-    """--calibrate: {kind: seam ratios} of bags that are no puzzle (solving.confidence.not_a_puzzle) solved as
-    puzzles, with noise of their own (`seed`): the real puzzles' solves stay as without --calibrate."""
-    opts = replace(solver.opts, generator=torch.Generator(solver.device).manual_seed(seed))
-    out = {}
-    for name, bag in zip(("mixed", "noise"), not_a_puzzle(batch, torch.Generator().manual_seed(seed))):
-        pos = assign_batch(solver.costs(bag, opts=opts)[0], solver.opts.assign)
-        out[name] = seam_ratios(bag["content"].cpu().numpy(), pos, grid, (~bag["missing"]).cpu().numpy())
-    return out
 
 
 def calibrate(args, solver, found, bags):

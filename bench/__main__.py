@@ -13,6 +13,7 @@ bench/recipes.py). Run it from the repository root:
     python -m bench ensemble-readme           # only the README's row of the ensemble sweep
     python -m bench one-call one-call-val     # only the one-call rows (--steps 1), then the samplers on val
     python -m bench confidence                # fit the shipped checkpoints' confidence on val, score it on test
+    python -m bench not-a-puzzle              # their not-a-puzzle gate on test: bags of unrelated pieces, noise
     python -m bench                           # only rewrite bench/BENCHMARKS.md from bench/results.json
     python -m bench --score-only image-photos-3x3-mix   # score an earlier run's checkpoint again
     python -m bench --export runs/bench/image-3x3/ckpt.pt checkpoints/image-shapes-3x3.pt
@@ -60,8 +61,8 @@ from bench.report import RESULTS, ROOT, load_results, render, save_result
 from puzzles import ImageConfig, VideoConfig
 
 GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemble-readme", "one-call", "one-call-val",
-          "confidence", "confidence-evidence", "symmetry", "compute-val", "compute-test", "gpu-record", "transfer",
-          "throughput", "loader", "loader-quickstart"]          # what `python -m bench NAME` runs besides recipes
+          "confidence", "not-a-puzzle", "confidence-evidence", "symmetry", "compute-val", "compute-test", "gpu-record",
+          "transfer", "throughput", "loader", "loader-quickstart"]   # what `python -m bench NAME` runs besides recipes
 
 
 def sh(cmd):
@@ -310,6 +311,13 @@ def main(args):
             symmetry(args.out)
         elif name == "confidence":
             confidence(args.out)
+        elif name == "not-a-puzzle":
+            from bench.not_a_puzzle import gate_on_test
+            for ckpt, flags in CONFIDENCE:
+                metrics = gate_on_test(SHIPPED[ckpt], 8 if "photos" in ckpt else 1, int(TEST_PUZZLES))
+                if metrics:
+                    save_result(f"not-a-puzzle {ckpt} test", {"group": "confidence", "train_minutes": 0.0,
+                                "command": shown(["-m", "bench", "not-a-puzzle"]), "metrics": metrics})
         elif name == "confidence-evidence":
             from bench.evidence import auroc_of_margins
             for ckpt, passes in (("image-shapes-3x3", 1), ("image-photos-3x3-gap", 8)):

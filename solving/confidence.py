@@ -33,8 +33,12 @@ better than an edge matches the other pieces' edges; in a bag of unrelated piece
 - `fit_gate`: on val, the seam ratio above which 95% of those bags lie; above it, a bag is taken for no puzzle and
   its puzzle probability is what val shows there (real puzzles solved, over everything above it).
 """
+from dataclasses import replace
+
 import numpy as np
 import torch
+
+from metrics import assign_batch
 
 
 def margins(cost, positions):
@@ -159,3 +163,15 @@ def fit_gate(real, real_ok, bags, share=0.95):
     above = real >= threshold
     fakes = sum(int((np.asarray(r) >= threshold).sum()) for r in bags.values())
     return {"threshold": threshold, "accuracy": float((real_ok[above].sum() + 1) / (above.sum() + fakes + 2))}
+
+
+def bag_seams(solver, batch, grid, seed):
+    """{kind: seam ratios} of bags that are no puzzle (not_a_puzzle, from this batch) solved as puzzles by `solver`
+    (a jpdvt.Solver), with noise of their own (`seed`): the solver's own noise stays as it was (sample.py
+    --calibrate)."""
+    opts = replace(solver.opts, generator=torch.Generator(solver.device).manual_seed(seed))
+    out = {}
+    for name, bag in zip(("mixed", "noise"), not_a_puzzle(batch, torch.Generator().manual_seed(seed))):
+        pos = assign_batch(solver.costs(bag, opts=opts)[0], solver.opts.assign)
+        out[name] = seam_ratios(bag["content"].cpu().numpy(), pos, grid, (~bag["missing"]).cpu().numpy())
+    return out

@@ -1,0 +1,58 @@
+"""
+Is it one puzzle, on test (python -m bench not-a-puzzle): each shipped checkpoint whose confidence has a gate
+(sample.py --split val --calibrate) solves its test puzzles and, from the same puzzles, as many bags that are no
+puzzle of each kind (solving/confidence.py: not_a_puzzle: each piece from another puzzle; noise), with its table's
+settings. Rows: the share of each kind of bag whose puzzle confidence is at most 0.05, the share of real puzzles the
+gate holds back, the mean puzzle confidence of each, and the AUROC of real puzzles against bags by puzzle confidence
+and by the seam ratio alone.
+"""
+import numpy as np
+import torch
+from tqdm import tqdm
+
+import jpdvt
+from jpdvt import given_codes
+from metrics import assign_batch
+from puzzles import collate, to_device
+from solving.confidence import margins, not_a_puzzle, seam_ratios
+
+
+def auroc(high, low):
+    """P(a score of `high` > a score of `low`), ties counted half."""
+    high, low = np.asarray(high, float)[:, None], np.asarray(low, float)[None]
+    return float((high > low).mean() + 0.5 * (high == low).mean())
+
+
+def gate_on_test(ckpt, passes, puzzles, batch_size=50):
+    """The rows' metrics for checkpoint `ckpt` on `passes` passes over at most `puzzles` test puzzles (None for a
+    checkpoint without a gate)."""
+    solver = jpdvt.load(ckpt, device="cpu")
+    table = solver.calibration
+    if not table or "gate" not in table:
+        return None                                        # not calibrated with a gate: python -m bench confidence
+    solver.config.puzzle.missing = table["settings"]["missing"]
+    kind = jpdvt.kind_of(solver.config)
+    puzzle = solver.config.puzzle
+    grid = puzzle.grid if puzzle.kind == "image" else (1, puzzle.pieces)
+    conf, seams = {"real": [], "mixed": [], "noise": []}, {"real": [], "mixed": [], "noise": []}
+    for r in range(passes):
+        test = kind.puzzles("test", 1 + r)
+        solver.opts.generator.manual_seed(1 + r)
+        num = min(puzzles, len(test))
+        for start in tqdm(range(0, num, batch_size), desc=f"not-a-puzzle pass {r + 1}/{passes}"):
+            batch = to_device(collate([test[i] for i in range(start, min(start + batch_size, num))]), solver.device)
+            bags = not_a_puzzle(batch, torch.Generator().manual_seed(1000 * r + start))
+            for name, b in zip(("real", "mixed", "noise"), (batch, *bags)):
+                pos = assign_batch(solver.costs(b)[0], solver.opts.assign)
+                counted = (~given_codes(b, kind.anchored) & ~b["missing"]).cpu().numpy()
+                smallest = np.where(counted, margins(solver.mean_costs(b).cpu().numpy(), pos), np.inf).min(-1)
+                seam = seam_ratios(b["content"].cpu().numpy(), pos, grid, (~b["missing"]).cpu().numpy())
+                conf[name] += list(solver.confidence(smallest, part="puzzle", seam=seam))
+                seams[name] += list(seam)
+    real = np.array(conf["real"])
+    return {"threshold": table["gate"]["threshold"], "puzzles": len(real),
+            "real_gated": float(solver.no_puzzle(seams["real"]).mean()), "real_mean_confidence": float(real.mean()),
+            **{f"{k}_at_most_0.05": float(np.mean(np.array(conf[k]) <= 0.05)) for k in ("mixed", "noise")},
+            **{f"{k}_mean_confidence": float(np.mean(conf[k])) for k in ("mixed", "noise")},
+            **{f"auroc_{k}": auroc(real, conf[k]) for k in ("mixed", "noise")},
+            **{f"auroc_seam_{k}": auroc(-np.array(seams["real"]), -np.array(seams[k])) for k in ("mixed", "noise")}}
