@@ -307,10 +307,20 @@ class Solver:
         return total / len(mirrors), content
 
     def mean_costs(self, batch, given=None, grid=None):
-        """The costs of the one-call posterior-mean estimate of the codes (steps 1, with its own noise, so the solve's
-        stays as it was): the evidence of the confidence (solving/confidence.py)."""
-        opts = SampleOptions(steps=1, sampler="ddim", generator=torch.Generator(self.device).manual_seed(0))
-        return self.costs(batch, given=given, grid=grid, opts=opts, symmetries=1)[0]
+        """The costs of the posterior-mean estimate of the codes, with its own noise (the solve's stays as it was): the
+        evidence of the confidence (solving/confidence.py). An x0 model gives it in one call at t = T-1. An eps model's
+        x0 there divides its error by sqrt(alphabar) (about 0.0064), so its estimate is the x0 prediction halfway down
+        a DDIM-10 path (t = 444, sqrt(alphabar) about 0.36)."""
+        noise = torch.Generator(self.device).manual_seed(0)
+        if self.config.prediction == "x0":
+            opts = SampleOptions(steps=1, sampler="ddim", generator=noise)
+            return self.costs(batch, given=given, grid=grid, opts=opts, symmetries=1)[0]
+        halfway = {}                                          # step 5 of 10: the call at t = 444
+        self.costs(batch, given=given, callback=lambda i, x, x0: halfway.update(code=x0["code"]) if i == 5 else None,
+                   grid=grid, opts=SampleOptions(steps=10, sampler="ddim", generator=noise), symmetries=1)
+        table = self.table if grid is None else grid_table(*grid).to(self.device)
+        code = halfway["code"].float()
+        return torch.cdist(code, table[None].float().expand(len(code), -1, -1))
 
     def solve_batch(self, batch, given=None, callback=None):
         """(positions (B, N), content): the one-to-one assignment of costs() (solve, above)."""
@@ -343,15 +353,14 @@ class Solver:
 
     def confidence(self, margin, part="piece", settings=None, seam=None):
         """Probabilities of being right for margins (solving.confidence.probability), or None without a table fitted
-        with these settings (calibrated). part "puzzle" takes the puzzle's smallest piece margin and is capped by the
-        piece table there (every piece right is never likelier than its least sure piece being right), and, where
-        its seam ratio (solving.confidence.seam_ratios) says it is no puzzle, by the gate fitted on val."""
+        with these settings (calibrated). part "puzzle" takes the puzzle's smallest piece margin and, where its seam
+        ratio (solving.confidence.seam_ratios) says it is no puzzle, is capped by the gate fitted on val; pieces are
+        then raised to their puzzle's probability (solving.confidence.coherent)."""
         if not self.calibrated(settings):
             return None
         p = probability(self.calibration[part], margin)
         if part != "puzzle":
             return p
-        p = np.minimum(p, probability(self.calibration["piece"], margin))
         gate = self.calibration.get("gate")
         return p if gate is None or seam is None else np.where(self.no_puzzle(seam), np.minimum(p, gate["accuracy"]), p)
 

@@ -46,7 +46,7 @@ from puzzles import (
     to_device,
 )
 from solving.animate import Recorder, puzzle_animation
-from solving.confidence import bag_seams, evidence, fit, fit_gate, reliability, seam_ratios
+from solving.confidence import bag_seams, coherent, evidence, fit, fit_gate, reliability, seam_ratios
 from solving.own import order_clip, solve_photo, solve_pieces, superres
 from solving.pictures import picture, save_pictures
 from sources.files import data_folder, split_seen
@@ -100,10 +100,10 @@ def score_test_set(args, solver):
             seconds += time.time() - t
             if args.calibrate or solver.calibrated():         # the confidence's evidence: one more network call
                 counted = ~given_codes(batch, kind.anchored) & (~batch["missing"] if puzzle.kind == "image" else True)
-                keep = (~batch["missing"]).cpu().numpy()
+                keep, counted = (~batch["missing"]).cpu().numpy(), counted.cpu().numpy()
+                owner = np.nonzero(counted)[0] + sum(len(f[2]) for f in found)      # each counted piece's puzzle
                 found.append((*evidence(solver.mean_costs(batch).cpu().numpy(), pos, batch["true_pos"].cpu().numpy(),
-                                        counted.cpu().numpy()), seam_ratios(batch["content"].cpu().numpy(), pos, grid,
-                                                                            keep)))
+                                        counted), seam_ratios(batch["content"].cpu().numpy(), pos, grid, keep), owner))
             if args.calibrate:
                 bags.append(bag_seams(solver, batch, grid, seed=args.seed + r * 1000 + start))
             if rec:
@@ -126,7 +126,8 @@ def score_test_set(args, solver):
     if args.repeats > 1:
         metrics["passes"] = passes
     metrics.update({k: getattr(puzzle, k) for k in kind.reported})
-    found = [np.concatenate(part) for part in zip(*found)]   # piece margins, correct; puzzle margins, correct, seams
+    found = [np.concatenate(part) for part in zip(*found)]   # piece margins, correct; puzzle margins, correct; seams;
+    # the puzzle of each piece
     if args.calibrate:
         bags = {k: np.concatenate([b[k] for b in bags]) for k in bags[0]}
         metrics["calibration"] = calibrate(args, solver, found, bags)
@@ -134,9 +135,10 @@ def score_test_set(args, solver):
         print(f"note: no confidence reported: the checkpoint's table was fitted with other settings "
               f"({solver.mismatch()}); rerun --split val --calibrate with these")
     elif solver.calibrated():
-        metrics["confidence"] = {part: dict(zip(("rows", "ece"), reliability(solver.confidence(m, part, seam=found[4]),
-                                                                             ok)))
-                                 for part, m, ok in (("piece", *found[:2]), ("puzzle", *found[2:4]))}
+        whole = solver.confidence(found[2], "puzzle", seam=found[4])
+        sure = {"piece": coherent(solver.confidence(found[0]), whole, owner=found[5]), "puzzle": whole}
+        metrics["confidence"] = {part: dict(zip(("rows", "ece"), reliability(sure[part], ok)))
+                                 for part, ok in (("piece", found[1]), ("puzzle", found[3]))}
         metrics["not_a_puzzle"] = float(solver.no_puzzle(found[4]).mean())   # the share of these puzzles gated
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)

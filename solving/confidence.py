@@ -12,8 +12,8 @@ with an AUROC of 0.55, the mean's with 0.96: `python -m bench confidence-evidenc
 - `fit`: a calibration table, fitted on the val split: margins cut into bins of equal count, each bin's smoothed
   accuracy (never 0 or 1), chance one neighbour distance below the first bin (see fit), made non-decreasing (a
   larger margin never means less likely right). Stored in the checkpoint with the settings it was fitted with (only
-  those solves report it). The puzzle's table reads its smallest piece margin; the solver caps it by the piece
-  table there (jpdvt.Solver.confidence), so that all pieces right is never likelier than the least sure one.
+  those solves report it). The puzzle's table reads its smallest piece margin; `coherent` then raises each piece to
+  at least its puzzle's probability, so that all pieces right is never likelier than the least sure one.
 - `probability`: a margin -> its bin's accuracy, interpolated between bin centres.
 - `reliability`: on another split (test), predicted against observed accuracy in bins, and the expected
   calibration error (ECE: the bins' |predicted - observed| weighted by their share of pieces).
@@ -60,6 +60,14 @@ def evidence(cost, positions, true_pos, counted):
     counted = np.asarray(counted, dtype=bool)
     smallest = np.where(counted, m, np.inf).min(-1)
     return m[counted], ok[counted], smallest, (ok | ~counted).all(-1)
+
+
+def coherent(piece, puzzle, owner=None):
+    """Each piece's probability raised to at least its puzzle's (owner: the puzzle of each piece; None: one puzzle):
+    P(this piece right) >= P(every piece right), so a puzzle's confidence never exceeds its least sure piece's."""
+    if piece is None or puzzle is None:
+        return piece
+    return np.maximum(piece, np.asarray(puzzle)[owner] if owner is not None else puzzle)
 
 
 def fit(margin, correct, bins=10, chance=0.0):

@@ -33,7 +33,7 @@ from puzzles import (
     video_tensor,
 )
 from solving.animate import DISPLAY, Recorder, enlarge, puzzle_animation, solving_gif
-from solving.confidence import margins, seam_ratios
+from solving.confidence import coherent, margins, seam_ratios
 from solving.pictures import mark_cells, save_png, stack, video_row, write_rows
 from sources.files import as_image, clip_frames, fit_channels, fit_image, open_photo, piece_pixels, read_video
 
@@ -325,6 +325,7 @@ def solve_image_bag(solver, pieces, pins, grid=None, callback=None):
     whole = (solver.confidence(free.min(), part="puzzle", settings=settings, seam=seam) if settings and len(free)
              else None)
     whole = 1.0 if conf is not None and not len(free) else whole
+    conf = coherent(conf, whole)
     show = int(min(DISPLAY, max(side, np.median([min(im.size) for im in images]))))   # the pieces' own pixels
     tiles = np.stack([piece_pixels(im, show, name) for name, im in zip(names, images)])
     every = np.concatenate([tiles, enlarge(generated[0, n:], show, smooth=True)])
@@ -359,6 +360,7 @@ def order_clips(solver, clips, pins):
     seam = seam_ratios(batch["content"].cpu().numpy(), pos[None], (1, len(clips)), keep=np.ones((1, len(clips)), bool))
     conf = solver.confidence(mine, settings=settings)
     whole = solver.confidence(margin[1:].min(), part="puzzle", settings=settings, seam=seam[0])
+    conf = coherent(conf, whole)
     if conf is not None:
         conf[first] = 1.0
     return Result(positions=slots, confidence=conf, puzzle_confidence=None if whole is None else float(whole),

@@ -13,6 +13,7 @@ from conftest import COFFEE, ROOT, TINY_IMAGE, sample_run, train_image_run
 from PIL import Image
 
 from plumbing.cli import UserError
+from puzzles import collate
 from sources.files import fit_image
 from sources.synthetic import moving_digits
 
@@ -133,7 +134,7 @@ def test_calibration_on_val_then_confidence_on_test_and_pieces(tmp_path, capsys)
     result = solver.solve(pieces, pins={0: (1, 1)})
     assert result.confidence.shape == (4,) and result.confidence[0] == 1.0 and tuple(result.positions[0]) == (1, 1)
     assert all(0 < p < 1 for p in result.confidence[1:]) and 0 < result.puzzle_confidence < 1   # smoothed: never 0/1
-    assert result.puzzle_confidence <= result.confidence.min()          # all right is never likelier than one
+    assert result.puzzle_confidence <= result.confidence[1:].min()      # all right is never likelier than one
     assert solver.solve(pieces[:3], pins={0: (1, 1)}).confidence is None     # fitted with no empty cell
     for pins, message in [({0: (2, 0)}, "outside the 2x2 grid"), ({0: (0, 0), 1: (0, 0)}, "the same cell")]:
         with pytest.raises(UserError, match=message):
@@ -161,20 +162,24 @@ def test_calibrate_refuses_a_split_the_model_trained_on(tmp_path, monkeypatch):
                    "--calibrate", "--out", tmp_path / "cal")
 
 
-def test_puzzle_confidence_is_capped_by_the_least_sure_piece():
-    """Tables fitted apart can disagree (here the puzzle table is the more hopeful): the puzzle's probability at its
-    smallest piece margin never exceeds that piece's."""
+def test_pieces_are_raised_to_their_puzzle_and_no_puzzles_are_gated():
+    """Tables fitted apart can disagree (here the puzzle table is the more hopeful): each piece is raised to its
+    puzzle's probability, so that the puzzle's never exceeds its least sure piece's; a bag whose seams match no
+    better than unrelated pieces' gets the gate's probability."""
     import jpdvt
+    from solving.confidence import coherent
     solver = jpdvt.load(os.path.join(ROOT, "checkpoints", "image-shapes-3x3.pt"), device="cpu")
     settings = solver.settings()
     solver.calibration = {"settings": settings, "piece": {"margin": [0.0, 1.0], "accuracy": [0.1, 0.9]},
                           "puzzle": {"margin": [0.0, 1.0], "accuracy": [0.5, 0.95]}}
-    margin = np.linspace(-0.5, 1.5, 9)
-    assert np.all(solver.confidence(margin, part="puzzle") <= solver.confidence(margin))
-    assert solver.confidence(0.5, part="puzzle") == pytest.approx(0.5)
-    solver.calibration["gate"] = {"threshold": 0.6, "accuracy": 0.01}       # seams no better than unrelated pieces'
+    margins = np.array([[0.2, 1.0, 0.8], [0.9, 1.5, 1.2]])           # two puzzles of three pieces
+    whole = solver.confidence(margins.min(1), part="puzzle")
+    pieces = coherent(solver.confidence(margins.ravel()), whole, owner=np.repeat([0, 1], 3)).reshape(2, 3)
+    assert np.all(whole <= pieces.min(1)) and pieces[0, 0] == pytest.approx(0.59)    # 0.26 raised to 0.59
+    assert pieces[0, 1] == pytest.approx(0.9)                                            # above its puzzle: kept
+    solver.calibration["gate"] = {"threshold": 0.6, "accuracy": 0.01}       # seams no better than unrelated pieces
     assert solver.confidence(1.0, part="puzzle", seam=0.9) == pytest.approx(0.01)
-    assert solver.confidence(1.0, part="puzzle", seam=0.3) == pytest.approx(0.9)
+    assert solver.confidence(1.0, part="puzzle", seam=0.3) == pytest.approx(0.95)
     assert list(solver.no_puzzle([0.3, 0.6, 0.9])) == [False, True, True]
 
 
@@ -184,3 +189,23 @@ def test_the_empty_cells_note_names_only_models_trained_without_missing_pieces(t
         sample_run("--ckpt", os.path.join(ROOT, "checkpoints", ckpt), "--pieces", tmp_path / "pieces", "--steps", "2",
                    "--out", tmp_path / ckpt)
         assert ("this model trained without missing pieces" in capsys.readouterr().out) == says, ckpt
+
+
+def test_an_eps_model_gets_its_evidence_halfway_down_a_ddim_path(tmp_path, monkeypatch):
+    """The paper's noise-predicting models: the evidence is the x0 prediction at t = 444 of a DDIM-10 path (one call
+    at t = T-1 would divide the noise error by sqrt(alphabar) = 0.0064); calibration and solve(pieces) work."""
+    import jpdvt
+    train_image_run(*TINY_IMAGE, "--prediction", "eps", "--max-steps", "2", "--eval-every", "0", "--out", tmp_path)
+    ckpt = tmp_path / "ckpt.pt"
+    solver = jpdvt.load(str(ckpt), device="cpu")
+    calls = []
+    monkeypatch.setattr(solver.model, "forward", lambda *a, real=solver.model.forward: calls.append(a[2][0].item())
+                        or real(*a))
+    batch = collate([solver.kind.puzzles("val", 0)[i] for i in range(2)])
+    cost = solver.mean_costs(batch)
+    assert calls == [999, 888, 777, 666, 555, 444, 333, 222, 111, 0] and torch.isfinite(cost).all()
+    monkeypatch.undo()
+    sample_run("--ckpt", ckpt, "--split", "val", "--calibrate", "--num-puzzles", "20", "--repeats", "5", "--steps", "2",
+               "--out", tmp_path / "cal")
+    result = jpdvt.load(str(ckpt), device="cpu").solve([np.random.default_rng(i).random((8, 8, 3)) for i in range(4)])
+    assert result.confidence is not None and np.all((0 < result.confidence) & (result.confidence < 1))
