@@ -32,7 +32,7 @@ def linear_betas(num_steps=1000, start=1e-4, end=0.02):
 
 def extract(a, t, shape):
     """Gather a[t] for a batch of timesteps t (B,) and reshape to (B, 1, 1, ...) to broadcast against `shape`."""
-    out = a.to(t.device)[t].float()
+    out = (a.float() if t.device.type == "mps" else a).to(t.device)[t].float()      # mps has no float64
     return out.reshape(t.shape[0], *([1] * (len(shape) - 1)))
 
 

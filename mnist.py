@@ -8,7 +8,7 @@ generated on the fly by sources/mnist.py while training and scoring).
 """
 import argparse
 
-import sources.mnist as digits
+import sources.mnist as mnist_files
 from plumbing.cli import UserError, run_cli
 
 
@@ -20,7 +20,7 @@ def main(args):
         return None
     if args.mirror is not None and "://" not in args.mirror:
         raise UserError(f"--mirror must be a base URL like https://host/mnist/, got {args.mirror!r}")
-    got = digits.download(args.download, None if args.mirror is None else [args.mirror])
+    got = mnist_files.download(args.download, None if args.mirror is None else [args.mirror])
     for name, url in got.items():
         print(f"{name}: {'already there, md5 ok' if url is None else 'fetched from ' + url}")
     print(f"{args.download} holds the MNIST files; use it as --dataset movingmnist --data-dir {args.download}")
@@ -36,7 +36,7 @@ def get_parser():
                         "the right md5 are not fetched again")
     p.add_argument("--mirror", metavar="URL",
                    help="fetch from this base URL (the file names are appended to it) instead of the built-in "
-                        f"mirrors, tried in order: {', '.join(digits.MIRRORS)}")
+                        f"mirrors, tried in order: {', '.join(mnist_files.MIRRORS)}")
     return p
 
 

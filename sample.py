@@ -247,14 +247,15 @@ def main(args):
         raise UserError(f"--symmetries mirrors image puzzles, and {args.ckpt} is a {config.kind} model; drop it")
     trained = config.puzzle
     config = replace(config, puzzle=test_settings(args, trained))     # ckpt["config"] stays the trained one
+    device = resolve_device(args.device)
+    if device.type == "cuda":                # fp32 matmuls may use TF32, as in training (this script's, not jpdvt's)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     opts = SampleOptions(steps=args.steps, sampler=args.sampler, assign=args.assign, samples=args.samples,
-                         generator=torch.Generator(resolve_device(args.device)).manual_seed(args.seed))
-    solver = Solver(config, ckpt, device=resolve_device(args.device), precision=args.precision, opts=opts,
-                    symmetries=args.symmetries)
+                         generator=torch.Generator(device).manual_seed(args.seed))
+    solver = Solver(config, ckpt, device=device, precision=args.precision, opts=opts,
+                    symmetries=args.symmetries, seed=args.seed)
     if trained.dataset not in FOLDER_DATASETS or config.puzzle.dataset not in FOLDER_DATASETS:
         solver.data = None                                     # no file it scores can be a file it trained on
-    elif solver.data is None:
-        solver.data = {"unknown": True}                        # trained on files before checkpoints recorded them
     os.makedirs(args.out, exist_ok=True)
     if args.pieces or args.frames:
         return solve_pieces(args, solver)

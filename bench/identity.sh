@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# usage: run.sh TREE OUT — the README's scoring commands on the shipped checkpoints + the quickstart's EMA after 400 steps
+# usage: PY=python bench/identity.sh TREE OUT — the README's scoring commands on the shipped checkpoints of the
+# checkout TREE (the gap model at 4 samples x 2 passes) and the Quickstart's EMA weights after 400 steps (sha256), into
+# OUT: run it on two trees and compare (bench/notes.md, "The restructure, proven bit-identical")
 set -u
 tree=$1; out=$2; mkdir -p $out; cd $tree
-py=/work/main/.venv/bin/python
+py=${PY:-python}
 $py sample.py --ckpt checkpoints/image-photos-3x3.pt --seed 1 --sampler ddim --repeats 8 --out $out/photos > $out/photos.log 2>&1
 $py sample.py --ckpt checkpoints/image-photos-3x3-gap.pt --missing 0 --samples 4 --repeats 2 --out $out/gap > $out/gap.log 2>&1
 $py sample.py --ckpt checkpoints/image-shapes-3x3.pt --seed 1 --sampler ddim --out $out/shapes > $out/shapes.log 2>&1

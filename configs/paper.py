@@ -1,6 +1,7 @@
 """
-The paper's settings for each of its experiments, in one table to check line by line against the paper
-(../shared/paper/jpdvt_cvpr2024.tex, from the repository root), and how a run's settings are chosen.
+The paper's settings for each of its experiments, in one table to check line by line against the paper (Liu et al.,
+"Solving Masked Jigsaw Puzzles with Diffusion Vision Transformers", CVPR 2024, and its supplement), and how a run's
+settings are chosen.
 
 Each setting of a training run comes from, in this order:
 1. a flag on the command line;

@@ -39,6 +39,9 @@ def setup_distributed(device_arg):
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     if "RANK" not in os.environ:
         return 0, 1, device
+    if device.type == "mps":
+        raise UserError("torchrun runs several processes on CUDA GPUs or CPU cores, and a Mac's GPU is one device; "
+                        "train with python train_image.py (or train_video.py) without torchrun, or pass --device cpu")
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     if device.type == "cuda":
@@ -86,7 +89,7 @@ def resume_or_init(ckpt, init, config, objects):
                             "the same --model, --piece-size and --patch-size (or frame settings) as that run")
         model.load_state_dict(src["ema"])
         ema.load_state_dict(src["ema"])
-        return 0, src.get("data", {"unknown": True})
+        return 0, src["data"]
     return 0, None
 
 

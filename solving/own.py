@@ -1,8 +1,8 @@
 """
 Solving your own data with a trained checkpoint (sample.py's flags): a photo cut into a puzzle (--image), a clip cut
 into a temporal puzzle (--video), a folder of pieces nobody has solved (--pieces, --frames), and temporal
-super-resolution (--superres). The loaded checkpoint is a jpdvt.Solver; the bag itself (solve_image_bag,
-order_clips, check_pins, Result) is what jpdvt.Solver.solve runs. Paper: the supplement's "Downstream Task: Temporal
+super-resolution (--superres). The loaded checkpoint is a jpdvt.Solver; the bag itself (solving/bag.py) is what
+jpdvt.Solver.solve runs. Paper: the supplement's "Downstream Task: Temporal
 Super-resolution" (--superres); the rest is not in the paper (pieces of your own, pins, their confidence).
 
     python sample.py --ckpt checkpoints/image-photos-3x3.pt --image photo.jpg --animate
@@ -12,14 +12,12 @@ Super-resolution" (--superres); the rest is not in the paper (pieces of your own
 """
 import json
 import os
-from dataclasses import dataclass, replace
-from typing import Optional
+from dataclasses import replace
 
 import numpy as np
 import torch
 from PIL import Image
 
-from metrics import assign
 from plumbing.cli import UserError
 from posenc import grid_table
 from puzzles import (
@@ -33,9 +31,8 @@ from puzzles import (
     video_tensor,
 )
 from solving.animate import DISPLAY, Recorder, enlarge, puzzle_animation, solving_gif
-from solving.confidence import coherent, margins, seam_ratios
 from solving.pictures import mark_cells, save_png, stack, video_row, write_rows
-from sources.files import as_image, clip_frames, fit_channels, fit_image, open_photo, piece_pixels, read_video
+from sources.files import fit_channels, fit_image, open_photo, read_video
 
 # ----------------------------------------------------------------------------
 # Your own photo or clip
@@ -265,119 +262,3 @@ def pieces_gif(path, rec, result, grid):
     gone = np.arange(len(result.cells)) >= n
     return solving_gif(path, rec, grid_table(*grid), grid=grid, final=result.cells, marked=gone,
                        tiles_at=lambda i: np.concatenate([result.tiles, enlarge(rec.content[i][n:], side)]))
-
-
-# ----------------------------------------------------------------------------
-# The bag itself (jpdvt.Solver.solve)
-# ----------------------------------------------------------------------------
-
-FAR = 1e6                         # a cost no assignment takes: pinned pieces' other cells, others' pinned cells
-
-
-@dataclass
-class Result:
-    """What solve(pieces) found, for the pieces in the order given."""
-    positions: np.ndarray          # (N, 2) (row, col) of each piece; video models: (N,) time slot of each piece
-    confidence: Optional[np.ndarray]   # (N,) probability that each piece is in place (None: no calibration table)
-    puzzle_confidence: Optional[float]  # probability that every piece is in place
-    image: Optional[Image.Image]   # images: the assembly, generated content in the empty cells (outlined in red)
-    margins: np.ndarray            # (N,) the raw evidence: next-best minus assigned distance (solving/confidence.py)
-    seam: float                    # how well placed neighbours' edges match (about 1: no better than unrelated pieces)
-    generated: np.ndarray          # images: (M, 2) (row, col) of the cells whose content was generated
-    cells: np.ndarray              # images: the raster cell of every piece, given then generated (animations)
-    tiles: np.ndarray              # images: the given pieces at the picture's resolution (N, S, S, 3) in [0, 1]
-
-
-
-def solve_image_bag(solver, pieces, pins, grid=None, callback=None):
-    """A bag of image pieces ({name: piece}) solved by `solver` (jpdvt.Solver.solve): each piece's cell, the
-    confidence and the assembled picture, generated content in the empty cells (outlined in red)."""
-    names, pieces = list(pieces), list(pieces.values())
-    puzzle = solver.config.puzzle
-    grid, side, n = tuple(grid or puzzle.grid), puzzle.piece_size, len(pieces)
-    cells = grid[0] * grid[1]
-    if not 1 <= n <= cells:
-        raise UserError(f"{n} pieces do not fit a {grid[0]}x{grid[1]} grid (--grid); give between 1 and {cells}")
-    pins = check_pins(pins or {}, n, grid, anchored=solver.kind.anchored)
-    images = [as_image(p, name) for name, p in zip(names, pieces)]
-    content = np.zeros((cells, side, side, 3), np.float32)
-    content[:n] = [piece_pixels(im, side, name) for name, im in zip(names, images)]
-    true_pos, pinned = np.zeros(cells, np.int64), np.zeros(cells, bool)
-    for i, (r, c) in pins.items():
-        true_pos[i], pinned[i] = r * grid[1] + c, True
-    batch = {"content": torch.from_numpy(content).permute(0, 3, 1, 2)[None] * 2 - 1,
-             "true_pos": torch.from_numpy(true_pos)[None], "missing": torch.from_numpy(np.arange(cells) >= n)[None]}
-    batch = {k: v.to(solver.device) for k, v in batch.items()}
-    given = torch.from_numpy(pinned)[None].to(solver.device)
-    cost, generated = solver.costs(batch, given=given, callback=callback, grid=grid)
-    cost = cost[0].float().cpu().numpy()
-    cost[pinned] = FAR                                         # a pinned piece takes its cell, and no other one
-    cost[:, true_pos[pinned]] = FAR
-    cost[pinned, true_pos[pinned]] = 0
-    pos = assign(cost, solver.opts.assign)
-    margin = margins(solver.mean_costs(batch, given=given, grid=grid).cpu().numpy(), pos[None])[0][:n]
-    settings = {**solver.settings(), "missing": cells - n} if grid == tuple(puzzle.grid) else None
-    conf = solver.confidence(margin, settings=settings) if settings else None
-    if conf is not None:
-        conf[pinned[:n]] = 1.0                                 # told, not found
-    free = margin[~pinned[:n]]
-    seam = seam_ratios(batch["content"].cpu().numpy(), pos[None], grid, keep=(np.arange(cells) < n)[None])[0]
-    whole = (solver.confidence(free.min(), part="puzzle", settings=settings, seam=seam) if settings and len(free)
-             else None)
-    whole = 1.0 if conf is not None and not len(free) else whole
-    conf = coherent(conf, whole)
-    show = int(min(DISPLAY, max(side, np.median([min(im.size) for im in images]))))   # the pieces' own pixels
-    tiles = np.stack([piece_pixels(im, show, name) for name, im in zip(names, images)])
-    every = np.concatenate([tiles, enlarge(generated[0, n:], show, smooth=True)])
-    img = mark_cells(assemble(every, pos, grid, border=2, fill=1.0), pos[n:], grid, side=show, border=2)
-    return Result(positions=np.stack(divmod(pos[:n], grid[1]), axis=1), confidence=conf,
-                  puzzle_confidence=None if whole is None else float(whole),
-                  image=Image.fromarray((img * 255).round().astype(np.uint8)), margins=margin, seam=float(seam),
-                  generated=np.stack(divmod(pos[n:], grid[1]), axis=1), cells=pos, tiles=tiles)
-
-
-def order_clips(solver, clips, pins):
-    """Video models (jpdvt.Solver.solve): the time slot of each clip ({name: clip}); the pinned piece is the first
-    (the model's anchor)."""
-    puzzle = solver.config.puzzle
-    if len(clips) != puzzle.pieces:
-        raise UserError(f"this model orders {puzzle.pieces} pieces of {puzzle.frames_per_piece} frame(s), got "
-                        f"{len(clips)}; give exactly {puzzle.pieces} (a bag of clips with pieces missing cannot be "
-                        "ordered)")
-    if len(pins) != 1 or any(slot != 0 for slot in pins.values()):
-        raise UserError("a video model is told which piece comes first, its anchor: pin it (--pin FILE=0)")
-    frames = [clip_frames(c, puzzle, name) for name, c in clips.items()]
-    first = next(iter(pins))
-    order = [first] + [i for i in range(len(clips)) if i != first]         # the first piece in front, as trained
-    batch = {"content": video_tensor(np.stack([frames[i] for i in order]))[None],
-             "true_pos": torch.arange(len(clips))[None], "missing": torch.zeros(1, len(clips), dtype=bool)}
-    batch = {k: v.to(solver.device) for k, v in batch.items()}
-    pos = assign(solver.costs(batch)[0][0].cpu().numpy(), solver.opts.assign)
-    margin = margins(solver.mean_costs(batch).cpu().numpy(), pos[None])[0]
-    slots, mine = np.empty(len(clips), np.int64), np.empty(len(clips))
-    slots[order], mine[order] = pos, margin
-    settings = {**solver.settings(), "missing": 0}                         # every piece given
-    seam = seam_ratios(batch["content"].cpu().numpy(), pos[None], (1, len(clips)), keep=np.ones((1, len(clips)), bool))
-    conf = solver.confidence(mine, settings=settings)
-    whole = solver.confidence(margin[1:].min(), part="puzzle", settings=settings, seam=seam[0])
-    conf = coherent(conf, whole)
-    if conf is not None:
-        conf[first] = 1.0
-    return Result(positions=slots, confidence=conf, puzzle_confidence=None if whole is None else float(whole),
-                  image=None, margins=mine, seam=float(seam[0]), generated=np.zeros((0, 2), int), cells=slots,
-                  tiles=None)
-
-
-def check_pins(pins, n, grid, anchored):
-    """{piece index: (row, col)} of the pinned pieces, each inside the grid and on a cell of its own; a model trained
-    with an anchor needs one, one without cannot use any. Raises UserError naming what is wrong."""
-    if pins and not anchored:
-        raise UserError("this model was trained without --anchor, so it cannot use a pinned piece; drop --pin")
-    if anchored and not pins:
-        raise UserError("this model was trained with --anchor: pin a piece whose place you know (--pin FILE=ROW,COL)")
-    for i, (r, c) in pins.items():
-        if not (0 <= i < n and 0 <= r < grid[0] and 0 <= c < grid[1]):
-            raise UserError(f"pin ({r}, {c}) is outside the {grid[0]}x{grid[1]} grid (rows and columns count from 0)")
-    if len(set(pins.values())) < len(pins):
-        raise UserError("two pins name the same cell; pin each piece to a cell of its own")
-    return pins

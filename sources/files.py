@@ -86,14 +86,11 @@ def split_seen(record, files_of, split, where):
     """
     Did a model train on the `split` it is asked to score? (True, False or None = cannot tell, and a sentence to print
     or None.) record: the checkpoint's "data" (fingerprint, "before": the record of the run it continued; None: it
-    trained on no file of this folder; {"unknown": True}: it trained on files but has no record); files_of(split):
+    trained on no file of this folder); files_of(split):
     today's files of a split of the folder; where = (checkpoint, data folder), for the sentence.
     """
     ckpt, data_dir = where
     while record is not None:
-        if record.get("unknown"):
-            return None, (f"note: {ckpt} (or the run it continues) does not record which files it trained on, so its "
-                          f"{split} score may include training files")
         if record["splits"]:
             try:
                 today = fingerprint([f for s in record["splits"] for f in files_of(s)], data_dir, record["splits"])
@@ -304,7 +301,7 @@ def _to_float_frame(frame):
     return np.clip(frame.astype(np.float32), 0, 1)
 
 
-def _resize(frame, size):
+def resize_frame(frame, size):
     """float32 (H, W, C) -> (size, size, C) with PIL bicubic (anti-aliased when shrinking)."""
     chans = [Image.fromarray(frame[..., c]).resize((size, size), Image.Resampling.BICUBIC)
              for c in range(frame.shape[-1])]
@@ -359,7 +356,7 @@ def read_video(path, frame_stride=1, size=None):
     if not frames:
         raise UserError(f"{path} holds no frames; pass a video file or a folder of frame images")
     if size is not None:
-        frames = [_resize(f, size) for f in frames]
+        frames = [resize_frame(f, size) for f in frames]
     if len({f.shape for f in frames}) > 1:
         raise UserError(f"frames of {path} differ in size or channels; pass --size to resize them")
     return np.stack(frames)                                    # (L, H, W, C)
@@ -374,7 +371,7 @@ def clip_frames(clip, puzzle, name):
     if arr.ndim != 4 or len(arr) != puzzle.frames_per_piece:
         raise UserError(f"piece {name} has shape {arr.shape}; this model's pieces are {puzzle.frames_per_piece} "
                         "frame(s) of (H, W, C)")
-    frames = np.stack([_resize(_to_float_frame(f), puzzle.size) for f in arr])
+    frames = np.stack([resize_frame(_to_float_frame(f), puzzle.size) for f in arr])
     return fit_channels(frames, puzzle.channels)
 
 

@@ -14,13 +14,13 @@ from plumbing.cli import UserError
 from sources.files import (
     ENDLESS,
     VIDEO_EXTS,
-    _resize,
     epoch_index,
     fit_channels,
     list_videos,
     note_skip,
     read_video,
     require_backend,
+    resize_frame,
     split_files,
 )
 from sources.mnist import MOVINGMNIST_FILE, is_mnist_dir, load_movingmnist, mnist_digits, moving_mnist
@@ -87,7 +87,7 @@ class Clips:
         elif self.videos is not None:
             clip = self.videos[self.clip_index(i), ::self.stride, :, :, None].astype(np.float32) / 255
             if size != clip.shape[1]:
-                clip = np.stack([_resize(f, size) for f in clip])
+                clip = np.stack([resize_frame(f, size) for f in clip])
         else:
             clip = self.read(self.clip_index(i))
         return fit_channels(clip, self.cfg.channels)

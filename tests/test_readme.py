@@ -50,6 +50,19 @@ def test_readme_needs_nothing_beside_the_checkout():
                 assert os.path.exists(os.path.join(ROOT, f)), f"the README names {f}, which the repository lacks"
 
 
+def test_readme_scoring_commands_name_their_data():
+    """A shipped checkpoint scored on a dataset folder: the command passes --data-dir, or says what it needs."""
+    from plumbing.checkpoint import load_checkpoint
+    for line in README.splitlines():
+        if not line.startswith("python sample.py --ckpt checkpoints/"):
+            continue
+        words = shlex.split(line.split("#")[0].split("&&")[0])
+        ckpt = load_checkpoint(os.path.join(ROOT, words[words.index("--ckpt") + 1]))
+        own = {"--data-dir", "--image", "--video", "--pieces", "--frames"} & set(words)
+        if ckpt["config"].puzzle.data_dir and not own:
+            assert "# needs" in line or "# same" in line, line
+
+
 def test_ci_runs_the_readme_test_line():
     ci = open(os.path.join(ROOT, ".ci", "run")).read()
     assert "grep -m1 -E '^python3 -m venv .*python -m pytest' README.md" in ci

@@ -13,6 +13,7 @@ from PIL import Image
 
 import jpdvt
 import plumbing.cli as cli
+from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError, resolve_device
 from sources.files import fit_image
 
@@ -61,6 +62,15 @@ def test_solve_with_a_seed_repeats_itself():
     assert np.array_equal(first.positions, again.positions)
     assert np.array_equal(first.confidence, again.confidence)
     assert first.puzzle_confidence == again.puzzle_confidence
+    gap = jpdvt.load(os.path.join(ROOT, "checkpoints", "image-photos-3x3-gap.pt"), device="cpu")
+    seven = dict(list(pieces_of(CHELSEA).items())[:7])                 # sampled: the noise matters
+    calls = [gap.solve(seven) for _ in range(2)]                       # no seed: the solver's (0 from jpdvt.load)
+    assert np.array_equal(calls[0].positions, calls[1].positions) and calls[0].seam == calls[1].seam
+    assert np.array_equal(calls[0].positions, gap.solve(seven, seed=0).positions)
+    ckpt = load_checkpoint(os.path.join(ROOT, "checkpoints", "image-photos-3x3-gap.pt"))
+    bare = jpdvt.Solver(ckpt["config"], ckpt, device=torch.device("cpu"), precision="auto",
+                        opts=jpdvt.SampleOptions(steps=2))            # no generator given: one is made
+    assert bare.solve(seven, seed=3).positions.shape == (7, 2)
 
 
 def test_command_line_solves_a_bag_as_jpdvt_load_does(tmp_path):
