@@ -209,3 +209,26 @@ def test_an_eps_model_gets_its_evidence_halfway_down_a_ddim_path(tmp_path, monke
                "--out", tmp_path / "cal")
     result = jpdvt.load(str(ckpt), device="cpu").solve([np.random.default_rng(i).random((8, 8, 3)) for i in range(4)])
     assert result.confidence is not None and np.all((0 < result.confidence) & (result.confidence < 1))
+
+
+def test_bags_that_are_no_puzzle_get_no_confidence(tmp_path, capsys):
+    """The shipped shapes model (its gate fitted on val bags): a bag of pieces from nine different test pictures, and
+    a bag of noise, each get puzzle_confidence <= 0.05 and the note; a real test puzzle keeps its confidence."""
+    import jpdvt
+    ckpt = os.path.join(ROOT, "checkpoints", "image-shapes-3x3.pt")
+    solver = jpdvt.load(ckpt, device="cpu")
+    test = solver.kind.puzzles("test", 1)
+    real = [test[0]["content"][k].permute(1, 2, 0).numpy() / 2 + 0.5 for k in range(9)]
+    mixed = [test[k + 1]["content"][k].permute(1, 2, 0).numpy() / 2 + 0.5 for k in range(9)]
+    noise = [np.random.default_rng(k).random((16, 16, 3)) for k in range(9)]
+    assert solver.solve(real).puzzle_confidence > 0.5 and not solver.no_puzzle(solver.solve(real).seam)
+    for bag in (mixed, noise):
+        result = solver.solve(bag)
+        assert result.puzzle_confidence <= 0.05 and solver.no_puzzle(result.seam), result.seam
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    for k, piece in enumerate(mixed):
+        Image.fromarray((piece * 255).round().astype(np.uint8)).save(folder / f"{k}.png")
+    report = sample_run("--ckpt", ckpt, "--pieces", folder)
+    assert report["not_a_puzzle"] and report["puzzle_confidence"] <= 0.05
+    assert "probably not one puzzle" in capsys.readouterr().out
