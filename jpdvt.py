@@ -357,8 +357,8 @@ class Solver:
     def confidence(self, margin, part="piece", settings=None, seam=None):
         """Probabilities of being right for margins (solving.confidence.probability), or None without a table fitted
         with these settings (calibrated). part "puzzle" takes the puzzle's smallest piece margin and, where its seam
-        ratio (solving.confidence.seam_ratios) says it is no puzzle, is capped by the gate fitted on val; pieces are
-        then raised to their puzzle's probability (solving.confidence.coherent)."""
+        ratio (solving.confidence.seam_ratios) says it is no puzzle, is capped by the gate fitted on val. Callers then
+        raise pieces to their puzzle's probability (solving.confidence.coherent)."""
         if not self.calibrated(settings):
             return None
         p = probability(self.calibration[part], margin)
@@ -368,7 +368,8 @@ class Solver:
         return p if gate is None or seam is None else np.where(self.no_puzzle(seam), np.minimum(p, gate["accuracy"]), p)
 
     def no_puzzle(self, seam):
-        """Do these seam ratios say "not one puzzle" (above the gate fitted on val)? False without a gate."""
+        """Do these seam ratios say "not one puzzle" (at or above the gate fitted on val)? False without a gate and
+        for NaN (no evidence)."""
         gate = (self.calibration or {}).get("gate")
         return np.asarray(seam) >= gate["threshold"] if gate else np.zeros(np.shape(seam), bool)
 

@@ -59,7 +59,7 @@ SYMMETRIES = {1: "the puzzle as given", 2: "and its left-right mirror", 4: "and 
 # Scoring fresh test puzzles (images and videos alike)
 # ----------------------------------------------------------------------------
 
-CALIBRATION_PUZZLES = 100       # --calibrate fits no table on fewer val puzzles (passes included)
+CALIBRATION_PUZZLES = 100       # --calibrate fits no table on fewer val puzzles (passes count: 20 pictures x 5 passes)
 
 
 def score_test_set(args, solver):
@@ -105,7 +105,7 @@ def score_test_set(args, solver):
                 found.append((*evidence(solver.mean_costs(batch).cpu().numpy(), pos, batch["true_pos"].cpu().numpy(),
                                         counted), seam_ratios(batch["content"].cpu().numpy(), pos, grid, keep), owner))
             if args.calibrate:
-                bags.append(bag_seams(solver, batch, grid, seed=args.seed + r * 1000 + start))
+                bags.append(bag_seams(solver, batch, grid, seed=args.seed + r * 1000 + start) or {})
             if rec:
                 animation = puzzle_animation(os.path.join(args.out, "solving.gif"), rec, solver, batch=batch,
                                            positions=pos)
@@ -129,7 +129,7 @@ def score_test_set(args, solver):
     found = [np.concatenate(part) for part in zip(*found)]   # piece margins, correct; puzzle margins, correct; seams;
     # the puzzle of each piece
     if args.calibrate:
-        bags = {k: np.concatenate([b[k] for b in bags]) for k in bags[0]}
+        bags = {k: np.concatenate([b[k] for b in bags if b]) for k in ("mixed", "noise")}
         metrics["calibration"] = calibrate(args, solver, found, bags)
     elif solver.calibration is not None and not solver.calibrated():
         print(f"note: no confidence reported: the checkpoint's table was fitted with other settings "

@@ -139,10 +139,12 @@ def held_out_check(ema, diffusion, batch, config, device):
 def training_files(train_set, data_dir, before, resuming):
     """The checkpoint's "data": which files of a folder dataset the weights trained on (sources.files.fingerprint; None
     for built-in streams and Moving MNIST, split by construction), with the record of the run they continue
-    ("before": --init's) when it differs. A resumed run must train on the files it trained on."""
+    ("before": --init's) when it differs. A resumed run must train on the files it trained on, and keeps its record."""
     files = getattr(train_set, "files", None)
     data = fingerprint(files, data_dir, splits=["train"]) if files else None
-    if resuming and before and data and before.get("digest") != data["digest"]:
+    if resuming and before and data and before.get("digest") == data["digest"]:
+        return before                                # the same files: the record (with its --init's) as it was
+    if resuming and before and data:
         raise UserError(f"--data-dir {data_dir} holds other training files ({data['files']}) than the checkpoint "
                         f"trained on ({before.get('files')}): a resumed run keeps its training stream; pass the folder "
                         "it trained on, or start a new run from its weights with --init")

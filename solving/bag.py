@@ -36,7 +36,8 @@ class Result:
     generated: np.ndarray          # images: (M, 2) (row, col) of the cells whose content was generated
     cells: np.ndarray              # images: the raster cell of every piece, given then generated (animations)
     tiles: np.ndarray              # images: the given pieces at the picture's resolution (N, S, S, 3) in [0, 1]
-    seam: float = 1.0              # how well placed neighbours' edges match (about 1: no better than unrelated pieces)
+    seam: float = float("nan")     # how well placed neighbours' edges match (about 1: no better than unrelated pieces;
+    #                                NaN: too few given neighbours to tell)
 
 
 

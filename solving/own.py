@@ -238,11 +238,12 @@ def solve_pieces(args, solver):
                   "grid": list(grid or solver.config.puzzle.grid), "generated_cells": result.generated.tolist()}
         path = os.path.join(args.out, "arrangement.json")
         result.image.save(os.path.join(args.out, "solved.png"))
-    odd = bool(solver.no_puzzle(result.seam))
+    odd = result.puzzle_confidence is not None and bool(solver.no_puzzle(result.seam))     # calibrated solves only
     if odd:
         print(f"note: the placed pieces' edges match each other no better than unrelated pieces do (seam ratio "
               f"{result.seam:.2f}, at or above {solver.calibration['gate']['threshold']:.2f}): probably not one puzzle")
-    report.update(puzzle_confidence=result.puzzle_confidence, seam_ratio=result.seam, not_a_puzzle=odd, ckpt=args.ckpt,
+    seam = None if np.isnan(result.seam) else result.seam                                   # NaN: no evidence
+    report.update(puzzle_confidence=result.puzzle_confidence, seam_ratio=seam, not_a_puzzle=odd, ckpt=args.ckpt,
                   steps=args.steps, sampler=args.sampler, samples=args.samples, symmetries=args.symmetries,
                   calibrated=result.confidence is not None)
     with open(path, "w") as f:

@@ -121,6 +121,9 @@ def test_calibration_on_val_then_confidence_on_test_and_pieces(tmp_path, capsys)
                    "--steps", "2", "--out", tmp_path / "cal")
     table = torch.load(ckpt, weights_only=True)["calibration"]
     assert table == m["calibration"] and table["piece"]["pieces"] == 100 * 3 and table["split"] == "val"
+    plain = sample_run("--ckpt", ckpt, "--split", "val", "--num-puzzles", "20", "--repeats", "5", "--steps", "2",
+                       "--out", tmp_path / "plain")                     # the bags had noise of their own
+    assert (plain["piece_acc"], plain["passes"]) == (m["piece_acc"], m["passes"])
     assert all(a <= b for a, b in zip(table["piece"]["accuracy"], table["piece"]["accuracy"][1:]))
     with pytest.raises(UserError, match="--calibrate fits the confidence on the val split"):
         sample_run("--ckpt", ckpt, "--calibrate", "--out", tmp_path / "x")
@@ -222,6 +225,8 @@ def test_bags_that_are_no_puzzle_get_no_confidence(tmp_path, capsys):
     mixed = [test[k + 1]["content"][k].permute(1, 2, 0).numpy() / 2 + 0.5 for k in range(9)]
     noise = [np.random.default_rng(k).random((16, 16, 3)) for k in range(9)]
     assert solver.solve(real).puzzle_confidence > 0.5 and not solver.no_puzzle(solver.solve(real).seam)
+    few = solver.solve(real[:2])                                          # two pieces: no evidence either way
+    assert np.isnan(few.seam) and not solver.no_puzzle(few.seam)
     for bag in (mixed, noise):
         result = solver.solve(bag)
         assert result.puzzle_confidence <= 0.05 and solver.no_puzzle(result.seam), result.seam
