@@ -14,6 +14,7 @@ bench/recipes.py). Run it from the repository root:
     python -m bench one-call one-call-val     # only the one-call rows (--steps 1), then the samplers on val
     python -m bench confidence                # fit the shipped checkpoints' confidence on val, score it on test
     python -m bench not-a-puzzle              # their not-a-puzzle gate on test: bags of unrelated pieces, noise
+    python -m bench paper-table               # the shipped Moving MNIST models on 1000 test clips (paper, Table 4)
     python -m bench                           # only rewrite bench/BENCHMARKS.md from bench/results.json
     python -m bench --score-only image-photos-3x3-mix   # score an earlier run's checkpoint again
     python -m bench --export runs/bench/image-3x3/ckpt.pt checkpoints/image-shapes-3x3.pt
@@ -45,6 +46,8 @@ from bench.recipes import (
     ONE_CALL_ENSEMBLES,
     ONE_CALL_TEST,
     ONE_CALL_VAL,
+    PAPER_CLIPS,
+    PAPER_TABLE,
     PHOTOS,
     RECIPES,
     REPEATS,
@@ -60,9 +63,10 @@ from bench.recipes import (
 from bench.report import RESULTS, ROOT, load_results, render, save_result
 from puzzles import ImageConfig, VideoConfig
 
+# what `python -m bench NAME` runs besides recipes
 GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemble-readme", "one-call", "one-call-val",
-          "confidence", "not-a-puzzle", "confidence-evidence", "symmetry", "compute-val", "compute-test", "gpu-record",
-          "transfer", "throughput", "loader", "loader-quickstart"]   # what `python -m bench NAME` runs besides recipes
+          "confidence", "not-a-puzzle", "paper-table", "confidence-evidence", "symmetry", "compute-val", "compute-test",
+          "gpu-record", "transfer", "throughput", "loader", "loader-quickstart"]
 
 
 def sh(cmd):
@@ -311,6 +315,12 @@ def main(args):
             symmetry(args.out)
         elif name == "confidence":
             confidence(args.out)
+        elif name == "paper-table":
+            for ckpt in PAPER_TABLE:
+                out = os.path.join(args.out, f"paper-table-{ckpt}")
+                scored("paper-table", f"paper-table {ckpt} test", [
+                    "sample.py", "--ckpt", SHIPPED[ckpt], "--num-puzzles", PAPER_CLIPS, "--seed", "1", "--sampler",
+                    "ddim", "--out", out])
         elif name == "not-a-puzzle":
             from bench.not_a_puzzle import gate_on_test
             for ckpt, flags in CONFIDENCE:

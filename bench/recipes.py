@@ -228,10 +228,15 @@ VIDEO_BASELINES = [("digits", None, 5, 4, 32), ("digits", None, 10, 2, 32)]
 VIDEO_BASELINES += [("movingmnist", MNIST, p, f, 32) for p, f in [(5, 4), (10, 2), (20, 1)]]
 
 # the shipped checkpoints: `python -m bench --export` of their recipes' EMA weights (image-shapes-3x3: image-3x3,
-# video-digits-5x4: video-5x4, video-mmnist-10x2: video-mmnist-10x2; the photo models: image-photos-3x3 and
-# image-photos-3x3-gap-ft), so their recipe rows can be scored again without training
+# video-digits-5x4: video-5x4, video-mmnist-10x2: video-mmnist-10x2, video-mmnist-5x4: video-mmnist-5x4-batch32-lr5e-4;
+# the photo models: image-photos-3x3 and image-photos-3x3-gap-ft), so their recipe rows can be scored again without
+# training
 SHIPPED = {name: f"checkpoints/{name}.pt" for name in ("image-shapes-3x3", "video-digits-5x4", "video-mmnist-10x2",
-                                                       "image-photos-3x3", "image-photos-3x3-gap")}
+                                                       "video-mmnist-5x4", "image-photos-3x3", "image-photos-3x3-gap")}
+# the paper's Table 4 protocol (issue 38): each shipped Moving MNIST checkpoint on 1000 test clips made from MNIST
+# test digits, first piece anchored, no missing pieces, DDIM-50 (python -m bench paper-table)
+PAPER_TABLE = ["video-mmnist-5x4", "video-mmnist-10x2"]
+PAPER_CLIPS = "1000"
 # one network call at t = T-1 (issue 27.3): the x0 prediction from pure noise, the posterior-mean estimate of every
 # code. DDPM and DDIM give the same x0 from the same noise, but DDPM's last step draws noise that it weighs 0, which
 # shifts the next batch's starting noise; DDIM draws none
@@ -289,7 +294,8 @@ TRANSFER = {f"image-photos-3x3-gap on shapes, missing {k}": ["--dataset", "shape
 CONFIDENCE = [("image-shapes-3x3", ["--sampler", "ddim"]),              # (the sweep adds --seed 1)
               ("image-photos-3x3", ["--sampler", "ddim", *REPEATS]),
               ("image-photos-3x3-gap", ["--missing", "0", "--samples", "32", *REPEATS]),
-              ("video-digits-5x4", ["--sampler", "ddim"]), ("video-mmnist-10x2", ["--sampler", "ddim"])]
+              ("video-digits-5x4", ["--sampler", "ddim"]), ("video-mmnist-10x2", ["--sampler", "ddim"]),
+              ("video-mmnist-5x4", ["--sampler", "ddim"])]
 
 # compute (issue 29 lever 4, issue 30.3): the shipped photo recipe's flags at 10x the batch (640) on a lent H200
 # (bench/gpu.py: about 11 steps/s with 15 loader processes, so 2342 steps = 1.5M puzzles in 3.8 minutes, as many as the
