@@ -171,9 +171,10 @@ def calibrate(args, solver, found, bags):
     save_checkpoint(args.ckpt, {**ckpt, "calibration": table})
     gate = table["gate"]
     print(f"wrote the confidence tables into {args.ckpt} (from {len(found[0])} pieces of {len(found[2])} val puzzles); "
-          f"not a puzzle: seam ratio >= {gate['threshold']:.3f} (" + ", ".join(
-              f"{k} bags {np.mean(v >= gate['threshold']):.0%}" for k, v in bags.items())
-          + f", real puzzles {np.mean(found[4] >= gate['threshold']):.0%}), then P(solved) {gate['accuracy']:.3f}")
+          + ("no not-a-puzzle gate: most real puzzles' seams match no better than unrelated pieces'" if not gate else
+             f"not a puzzle: seam ratio >= {gate['threshold']:.3f} (" + ", ".join(
+                 f"{k} bags {np.mean(v >= gate['threshold']):.0%}" for k, v in bags.items())
+             + f", real puzzles {np.mean(found[4] >= gate['threshold']):.0%}), then P(solved) {gate['accuracy']:.3f}"))
     return table
 
 

@@ -14,9 +14,11 @@ bench/recipes.py). Run it from the repository root:
     python -m bench one-call one-call-val     # only the one-call rows (--steps 1), then the samplers on val
     python -m bench confidence                # fit the shipped checkpoints' confidence on val, score it on test
     python -m bench not-a-puzzle              # their not-a-puzzle gate on test: bags of unrelated pieces, noise
+    python -m bench own-photos                # the photo model through jpdvt.load(...).solve: photos cut into files
     python -m bench paper-table               # the shipped Moving MNIST models on 1000 test clips (paper, Table 4)
     python -m bench                           # only rewrite bench/BENCHMARKS.md from bench/results.json
     python -m bench --score-only image-photos-3x3-mix   # score an earlier run's checkpoint again
+    python -m bench --resume video-mmnist-10x2-batch32-lr5e-4-40k   # continue a run an earlier session left
     python -m bench --export runs/bench/image-3x3/ckpt.pt checkpoints/image-shapes-3x3.pt
 """
 import argparse
@@ -65,7 +67,8 @@ from puzzles import ImageConfig, VideoConfig
 
 # what `python -m bench NAME` runs besides recipes
 GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemble-readme", "one-call", "one-call-val",
-          "confidence", "not-a-puzzle", "paper-table", "confidence-evidence", "symmetry", "compute-val", "compute-test",
+          "confidence", "not-a-puzzle", "own-photos", "paper-table", "confidence-evidence", "symmetry", "compute-val",
+          "compute-test",
           "gpu-record", "transfer", "throughput", "loader", "loader-quickstart"]
 
 
@@ -94,15 +97,53 @@ def recorded_minutes(name, cmd):
              f"`python -m bench {name}` without --score-only")
 
 
-def run_recipe(name, out_root, score_only=False):
-    """Train recipe `name` into out_root/name (or, with score_only, reuse its ckpt.pt) and score its evaluations."""
+def logged_minutes(log):
+    """Training minutes of a run from its log.txt, over every session that trained it: the sum of each logged window
+    (steps since the last line / its steps per second; a "resuming ... at step S" line starts the count at S)."""
+    minutes, last = 0.0, 0
+    with open(log) as f:
+        for line in f:
+            resumed = re.match(r"resuming .* at step (\d+)", line)
+            window = re.match(r"step (\d+) .* steps/s ([\d.]+)", line)
+            if resumed:
+                last = int(resumed.group(1))
+            elif window and float(window.group(2)) > 0:
+                minutes += (int(window.group(1)) - last) / float(window.group(2)) / 60
+                last = int(window.group(1))
+    return minutes
+
+
+def without_fixed(cmd):
+    """A training command without the flags that shape a fresh run only (plumbing.flags.FIXED, and their values):
+    a resumed run takes them from its checkpoint and refuses them on the command line."""
+    from plumbing.flags import FIXED
+    fixed = {"--" + name.replace("_", "-") for name in FIXED} | {"--no-paper"}
+    out, skip = [], False
+    for token in cmd:
+        if token in fixed:
+            skip = True
+        elif skip and not token.startswith("--"):
+            continue
+        else:
+            skip = False
+            out.append(token)
+    return out
+
+
+def run_recipe(name, out_root, score_only=False, resume=False):
+    """Train recipe `name` into out_root/name (or, with score_only, reuse its ckpt.pt; with resume, continue it) and
+    score its evaluations."""
     script, flags, evals = RECIPES[name]
     out = os.path.join(out_root, name)
     cmd = [script] + flags + ["--out", out] + ([] if "--eval-every" in flags else ["--eval-every", "0"])
+    if (score_only or resume) and not os.path.exists(os.path.join(out, "ckpt.pt")):
+        sys.exit(f"error: --score-only and --resume need {os.path.join(out, 'ckpt.pt')}; run `python -m bench {name}` "
+                 "first")
     if score_only:
-        if not os.path.exists(os.path.join(out, "ckpt.pt")):
-            sys.exit(f"error: --score-only needs {os.path.join(out, 'ckpt.pt')}; run `python -m bench {name}` first")
         minutes = recorded_minutes(name, cmd)
+    elif resume:                                     # a run longer than a session: its log counts every session
+        sh(without_fixed(cmd) + ["--resume", os.path.join(out, "ckpt.pt")])
+        minutes = logged_minutes(os.path.join(out, "log.txt"))
     else:
         t = time.time()
         sh(cmd)
@@ -290,7 +331,7 @@ def main(args):
         return
     for name in args.names:
         if name in RECIPES:
-            run_recipe(name, args.out, args.score_only)
+            run_recipe(name, args.out, args.score_only, args.resume)
         elif name in ("compute-val", "compute-test"):
             compute(args.out, name.split("-")[1])
         elif name == "gpu-record":
@@ -321,6 +362,12 @@ def main(args):
                 scored("paper-table", f"paper-table {ckpt} test", [
                     "sample.py", "--ckpt", SHIPPED[ckpt], "--num-puzzles", PAPER_CLIPS, "--seed", "1", "--sampler",
                     "ddim", "--out", out])
+        elif name == "own-photos":
+            from bench.own_photos import own_photos
+            for split in ("val", "test"):
+                save_result(f"own-photos image-photos-3x3 {split}", {
+                    "group": "confidence", "train_minutes": 0.0, "command": shown(["-m", "bench", "own-photos"]),
+                    "metrics": own_photos(SHIPPED["image-photos-3x3"], split)})
         elif name == "not-a-puzzle":
             from bench.not_a_puzzle import gate_on_test
             for ckpt, flags in CONFIDENCE:
@@ -368,5 +415,8 @@ if __name__ == "__main__":
     p.add_argument("--score-only", action="store_true",
                    help="recipes: score the checkpoint an earlier run left in --out again (after a change of the "
                         "evaluation) instead of training; the row keeps the recorded training minutes")
+    p.add_argument("--resume", action="store_true",
+                   help="recipes: continue the run an earlier session left in --out (its ckpt.pt) to the recipe's "
+                        "--max-steps; the row's training minutes are summed from its log.txt over every session")
     p.add_argument("--device", default="cpu", help="device of the throughput rows: cpu, cuda or cuda:N")
     main(p.parse_args())

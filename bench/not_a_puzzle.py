@@ -1,10 +1,10 @@
 """
-Is it one puzzle, on test (python -m bench not-a-puzzle): each shipped checkpoint whose confidence has a gate
-(sample.py --split val --calibrate) solves its test puzzles and, from the same puzzles, as many bags that are no
-puzzle of each kind (solving/confidence.py: not_a_puzzle: each piece from another puzzle; noise), with its table's
-settings. Rows: the share of each kind of bag whose puzzle confidence is at most 0.05, the share of real puzzles the
-gate holds back, the mean puzzle confidence of each, and the AUROC of real puzzles against bags by puzzle confidence
-and by the seam ratio alone.
+Is it one puzzle, on test (python -m bench not-a-puzzle): each shipped checkpoint whose confidence is calibrated
+(sample.py --split val --calibrate; a gate where val's seams could fit one) solves its test puzzles and, from the
+same puzzles, as many bags that are no puzzle of each kind (solving/confidence.py: not_a_puzzle: each piece from
+another puzzle; noise), with its table's settings. Rows: the share of each kind of bag whose puzzle confidence is at
+most 0.05, the share of real puzzles the gate holds back, the mean puzzle confidence of each, and the AUROC of real
+puzzles against bags by puzzle confidence and by the seam ratio alone.
 """
 import numpy as np
 import torch
@@ -29,7 +29,7 @@ def gate_on_test(ckpt, passes, puzzles, batch_size=50):
     solver = jpdvt.load(ckpt, device="cpu")
     table = solver.calibration
     if not table or "gate" not in table:
-        return None                                        # not calibrated with a gate: python -m bench confidence
+        return None                                        # not calibrated: python -m bench confidence
     solver.config.puzzle.missing = table["settings"]["missing"]
     kind = jpdvt.kind_of(solver.config)
     puzzle = solver.config.puzzle
@@ -50,7 +50,7 @@ def gate_on_test(ckpt, passes, puzzles, batch_size=50):
                 conf[name] += list(solver.confidence(smallest, part="puzzle", seam=seam))
                 seams[name] += list(seam)
     real = np.array(conf["real"])
-    return {"threshold": table["gate"]["threshold"], "puzzles": len(real),
+    return {"threshold": (table["gate"] or {}).get("threshold"), "puzzles": len(real),
             "real_gated": float(solver.no_puzzle(seams["real"]).mean()), "real_mean_confidence": float(real.mean()),
             **{f"{k}_at_most_0.05": float(np.mean(np.array(conf[k]) <= 0.05)) for k in ("mixed", "noise")},
             **{f"{k}_mean_confidence": float(np.mean(conf[k])) for k in ("mixed", "noise")},

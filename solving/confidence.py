@@ -35,7 +35,8 @@ better than an edge matches the other pieces' edges; in a bag of unrelated piece
 - `fit_gate`: on val, the seam ratio above which 95% of each kind of bag lies; above it a bag is taken for no
   puzzle, and the solver caps its puzzle probability at what val shows there: real puzzles solved over everything
   above it, val's two bags per real puzzle included (so that prior sets it). Known weak spots: seams of flat or
-  low-texture pictures match everything about equally (ratio near 1), and slow-moving video seams separate less.
+  low-texture pictures match everything about equally (ratio near 1), and slow-moving video seams separate less;
+  where most real val puzzles lie above it too (pieces cut with gaps), no gate is fitted.
 """
 from dataclasses import replace
 
@@ -167,12 +168,15 @@ def not_a_puzzle(batch, generator):
     return {**batch, "content": mixed}, {**batch, "content": noise.to(content.device)}
 
 
-def fit_gate(real, real_ok, bags, share=0.95):
+def fit_gate(real, real_ok, bags, share=0.95, most=0.5):
     """The seam ratio above which `share` of each kind of not-a-puzzle val bag lies (bags: {kind: ratios}), and the
-    probability of a solved puzzle above it: (real puzzles solved there + 1) / (everything there + 2)."""
+    probability of a solved puzzle above it: (real puzzles solved there + 1) / (everything there + 2). None where
+    more than `most` of the real puzzles lie above it too: their seams cannot tell (pieces cut with gaps)."""
     real, real_ok = np.asarray(real), np.asarray(real_ok, dtype=bool)
     threshold = min(float(np.nanquantile(r, 1 - share)) for r in bags.values())
     above = real >= threshold
+    if above.mean() > most:
+        return None
     fakes = sum(int((np.asarray(r) >= threshold).sum()) for r in bags.values())
     return {"threshold": threshold, "accuracy": float((real_ok[above].sum() + 1) / (above.sum() + fakes + 2))}
 

@@ -65,3 +65,10 @@ def test_gate_holds_back_95_percent_of_each_kind_of_bag():
     assert gate["accuracy"] == pytest.approx((7 + 1) / (10 + above + 2))
     table = fit(rng.normal(1, 1, 500), rng.random(500) < 0.8)
     assert 0 <= probability(table, -5) <= probability(table, 5) <= 1
+
+
+def test_no_gate_where_real_seams_match_no_better_than_bags():
+    rng = np.random.default_rng(0)
+    bags = {"mixed": rng.uniform(0.6, 1.0, 100), "noise": rng.uniform(0.9, 1.1, 100)}
+    real = rng.uniform(0.8, 1.1, 100)                      # pieces cut with gaps: seams about as good as unrelated
+    assert fit_gate(real, np.ones(100, bool), bags) is None
