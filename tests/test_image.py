@@ -233,7 +233,7 @@ def test_sample_repeats_are_passes_of_consecutive_seeds(image_ckpt, tmp_path):
 
 def test_bench_score_only_needs_an_earlier_run(tmp_path):
     bench = importlib.import_module("bench.__main__")
-    with pytest.raises(SystemExit, match="--score-only needs .*python -m bench image-3x3"):
+    with pytest.raises(SystemExit, match="--score-only and --resume need .*python -m bench image-3x3"):
         bench.run_recipe("image-3x3", str(tmp_path), score_only=True)
 
 
