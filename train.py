@@ -1,49 +1,86 @@
 """
-The training loop shared by train_image.py and train_video.py (the method itself is in jpdvt.py).
+The training loop shared by train_image.py and train_video.py (the method itself is in jpdvt.py), its settings
+(TrainConfig) and its machinery.
 
 Paper: the objective of "Masked Jigsaw Transformer Diffusion" (Sec. 3.1, jpdvt.puzzle_loss), trained as the
 supplement's "Image Experiments" and "Video Experiments" state (their batch sizes, learning rates and steps are the
 table of configs/paper.py); gradient clipping, warm-up, EMA and the held-out check are not stated in the paper.
 
 One step: a batch of puzzles -> jpdvt.puzzle_loss -> backward -> clip the gradient at 1 -> AdamW step -> EMA of the
-weights (used for sampling) -> log, a periodic held-out check, a periodic checkpoint. Around it, the helpers of
-plumbing/machinery.py (and `autocast` of plumbing/cli.py):
+weights (used for sampling) -> log, a periodic held-out check, a periodic checkpoint. Around it, the machinery below
+the loop (and `autocast` of plumbing/cli.py):
 - `setup_distributed`: DDP, nanoGPT style: on when torchrun sets RANK (nccl on CUDA, gloo on CPU); rank 0 writes.
 - `resume_or_init`: --resume (model, EMA, optimizer, grad scaler and step of a checkpoint) or --init (fine-tune).
-- `autocast` / `prepare_model`: precision (fp32, bf16, fp16 with grad scaling) and torch.compile.
+- `prepare_model`: DDP and torch.compile; `autocast`: precision (fp32, bf16, fp16 with grad scaling).
 - --batch-size is the global batch B: each of W processes takes B / W puzzles a step, so the paper's batch size is
   the number typed whatever the process count (the flags and how a run starts: plumbing/flags.py).
 - Exact resume: the batch of step s is stream positions s*B ... s*B + B - 1 (rank r takes its B / W of them,
   StepBatches) and the noise of step s is seeded by (seed, s, rank), so a resumed run reaches the same weights as an
   uninterrupted one.
 
-    train(config, train_set, eval_batch)      # config.run: out, device, workers, compile, init, log_every
+    train(config, train_set, eval_batch)      # config.train: a TrainConfig; config.run: a RunConfig
     python train_image.py / python train_video.py     # the scripts that build config, train_set and eval_batch
 """
 import copy
 import math
+import os
+import time
+from dataclasses import dataclass, fields
+from typing import Optional
 
 import torch
+import torch.distributed as dist
+from tqdm import tqdm
 
 import jpdvt
 from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, given_codes, puzzle_loss, solve
-from plumbing.checkpoint import save_checkpoint
-from plumbing.cli import UserError, autocast
-from plumbing.machinery import (
-    Log,
-    batches,
-    check_processes,
-    cpu_threads,
-    prepare_model,
-    resume_or_init,
-    setup_distributed,
-)
+from plumbing.checkpoint import check_keys, load_checkpoint, save_checkpoint
+from plumbing.cli import UserError, autocast, resolve_device
 from puzzles import to_device
 from sources.files import fingerprint
 
 SCHEDULES = {"constant": "constant after the warm-up (the paper states no schedule)",
              "cosine": "cosine decay from step 0 to 0 at --max-steps, times the warm-up ramp"}
+
+
+@dataclass
+class TrainConfig:
+    """How a run trains: the train_*.py flags of the same names (their defaults differ by script)."""
+    batch_size: int = 32                     # puzzles per step, over all processes (each of W takes B / W)
+    lr: float = 1e-3                         # AdamW learning rate (weight decay 0)
+    warmup: int = 100                        # linear warmup steps
+    schedule: str = "constant"               # constant (the paper states no schedule) or cosine from step 0 to
+                                             # 0 at max_steps, either times the warm-up ramp
+    max_steps: int = 2000                    # total training steps
+    ema_decay: float = 0.999                 # EMA of the weights used for sampling
+    weight_code: float = 1.0                 # loss weight of the positional codes
+    weight_content: float = 0.1              # loss weight of missing pieces' content (a mean over the missing
+                                             # entries of the batch, whatever their number)
+    precision: str = "auto"                  # autocast: auto (bf16 on CUDA, fp32 on CPU), fp32, bf16 or fp16
+    seed: int = 0                            # data stream, noise and initial weights
+    ckpt_every: int = 500                    # write ckpt.pt every N steps
+    eval_every: int = 500                    # held-out check every N steps (0: only at the end)
+    eval_puzzles: int = 64                   # puzzles of the held-out check
+    eval_steps: int = 20                     # DDIM steps of the held-out check
+
+
+def train_settings(stored, path):
+    """The TrainConfig of a checkpoint's stored config.train dict (a resumed run), refusing, in one sentence naming
+    `path`, one whose settings do not fit this version."""
+    check_keys(stored, {f.name for f in fields(TrainConfig)}, "config.train", path=path)
+    return TrainConfig(**stored)
+
+
+@dataclass
+class RunConfig:
+    """How this process runs a training (the scripts' run flags of the same names); never stored in a checkpoint."""
+    out: str = "out/run"                     # ckpt.pt and log.txt
+    device: str = "auto"                     # auto (cuda, else mps, else cpu), cpu, cuda, cuda:N or mps
+    workers: int = 1                         # data-loading processes
+    compile: bool = False                    # torch.compile the model
+    init: Optional[str] = None               # fine-tune from this checkpoint's EMA weights
+    log_every: int = 50                      # read and log the losses every N steps
 
 
 # ----------------------------------------------------------------------------
@@ -174,3 +211,174 @@ def learning_rate(tc, step):
     if tc.schedule == "cosine":
         lr *= 0.5 * (1 + math.cos(math.pi * min(step / tc.max_steps, 1.0)))
     return lr
+
+
+# ----------------------------------------------------------------------------
+# The machinery: processes (DDP when torchrun sets RANK, CPU threads), the starting weights (--resume, --init),
+# torch.compile, the order of the data (StepBatches: exact resume) and the log (tqdm and log.txt); not in the paper
+# ----------------------------------------------------------------------------
+
+def check_processes(tc, world, device):
+    """Refuse, in one sentence, a global batch that does not split over the processes and fp16 off CUDA."""
+    if tc.batch_size % world:
+        raise UserError(f"--batch-size {tc.batch_size} is the global batch and must split evenly over the {world} "
+                        f"processes; use a multiple of {world}")
+    if tc.precision == "fp16" and device.type != "cuda":
+        raise UserError("--precision fp16 needs a CUDA device (its gradient scaler is CUDA only); use fp32 or bf16")
+
+
+def setup_distributed(device_arg):
+    """DDP is on when torchrun sets RANK: nccl on CUDA, gloo on CPU. Returns (rank, world, device). On CUDA, fp32
+    matmuls and convolutions may use TF32 (the fp32 weights and the autocast regions are unchanged)."""
+    device = resolve_device(device_arg)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    if "RANK" not in os.environ:
+        return 0, 1, device
+    if device.type == "mps":
+        raise UserError("torchrun runs several processes on CUDA GPUs or CPU cores, and a Mac's GPU is one device; "
+                        "train with python train_image.py (or train_video.py) without torchrun, or pass --device cpu")
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if device.type == "cuda":
+        local = int(os.environ.get("LOCAL_RANK", 0))
+        torch.cuda.set_device(local)
+        return rank, world, torch.device("cuda", local)
+    return rank, world, device
+
+
+def cpu_threads(device, world, workers):
+    """On CPU: one compute thread per core left free by the data workers of this machine's processes, unless
+    OMP_NUM_THREADS is set (torchrun sets it to 1 when it starts several processes per machine). Torch's default, a
+    thread per core, makes the workers and the step fight for the cores, which slows the step (bench/notes.md).
+    Exact resume holds for the same thread count (the same cores and --workers). Returns the threads in use, or None
+    on any other device."""
+    if device.type != "cpu":
+        return None
+    if "OMP_NUM_THREADS" not in os.environ:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        per_machine = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+        torch.set_num_threads(max(1, cores // per_machine - workers))
+    return torch.get_num_threads()
+
+
+def resume_or_init(ckpt, init, config, objects):
+    """Load objects = (model, ema, opt, scaler) from `ckpt` (--resume) or model and EMA from --init's EMA weights
+    (fine-tuning: optimizer and step start fresh); else leave them. Returns (first step, the training-files record of
+    the run it continues, or None)."""
+    model, ema, opt, scaler = objects
+    if ckpt is not None:
+        model.load_state_dict(ckpt["model"])
+        ema.load_state_dict(ckpt["ema"])
+        opt.load_state_dict(ckpt["opt"])
+        if ckpt["scaler"] and scaler.is_enabled():    # a run that was not fp16 stored an empty scaler state
+            scaler.load_state_dict(ckpt["scaler"])
+        return ckpt["step"], ckpt.get("data")
+    if init:
+        if not os.path.isfile(init):
+            raise UserError(f"--init {init} does not exist; pass the ckpt.pt of the run to fine-tune from")
+        src = load_checkpoint(init, config.kind)
+        if src["config"].model != config.model:
+            diff = [f.name for f in fields(config.model)
+                    if getattr(src["config"].model, f.name) != getattr(config.model, f.name)]
+            raise UserError(f"--init {init} holds a model with other settings ({', '.join(diff)}); fine-tuning needs "
+                            "the same --model, --piece-size and --patch-size (or frame settings) as that run")
+        model.load_state_dict(src["ema"])
+        ema.load_state_dict(src["ema"])
+        return 0, src["data"]
+    return 0, None
+
+
+def prepare_model(model, device, world, compile_):
+    """The network the loss runs through: DDP-wrapped with several processes, torch.compile'd with --compile."""
+    net = model
+    if world > 1:
+        net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda"
+                                                        else None)
+    return torch.compile(net) if compile_ else net
+
+
+class StepBatches(torch.utils.data.Sampler):
+    """
+    Batch sampler over an endless stream (training datasets map a stream position to a fresh puzzle, visiting a
+    finite set of files once per epoch): step s is positions s*B ... s*B + B - 1 of the global batch B, of which rank
+    r of W takes the r-th B / W. Starting at `start_step` resumes exactly.
+    """
+
+    def __init__(self, tc, start_step, rank=0, world=1):
+        self.batch, self.per_rank, self.max_steps = tc.batch_size, tc.batch_size // world, tc.max_steps
+        self.start, self.rank = start_step, rank
+
+    def __iter__(self):
+        for s in range(self.start, self.max_steps):
+            first = s * self.batch + self.rank * self.per_rank
+            yield list(range(first, first + self.per_rank))
+
+    def __len__(self):
+        return self.max_steps - self.start
+
+
+def batches(train_set, tc, step, ranks, workers, pin):
+    """The training batches from `step` to tc.max_steps of this process (ranks = (rank, world)); pin: page-locked
+    batches (CUDA), so that the copies to the device can overlap with compute."""
+    sampler = StepBatches(tc, start_step=step, rank=ranks[0], world=ranks[1])
+    return torch.utils.data.DataLoader(train_set, batch_sampler=sampler, num_workers=workers, pin_memory=pin)
+
+
+class Log:
+    """
+    tqdm bar (rank 0) and OUT/log.txt: mean losses and steps/s every --log-every steps, held-out checks. Losses are
+    summed on the device and read only by `read` (a device sync), which also stops every process with the same
+    error if any loss since the last read was not finite (before a checkpoint could keep such weights).
+    """
+
+    def __init__(self, out, ranks, step, every, max_steps):
+        (self.rank, self.world), self.every, self.last = ranks, every, step
+        self.master, self.ckpt, self.file = self.rank == 0, os.path.join(out, "ckpt.pt"), None
+        self.sums, self.bad = {}, None
+        if self.master:
+            os.makedirs(out, exist_ok=True)
+            self.file = open(os.path.join(out, "log.txt"), "a")
+            if step >= max_steps:
+                print(f"checkpoint is already at step {step} >= --max-steps {max_steps}; nothing to train")
+        self.bar = tqdm(total=max_steps, initial=step, disable=not self.master, desc="train", dynamic_ncols=True)
+        self.t0 = time.time()
+
+    def write(self, msg, file=True):
+        if self.master:
+            tqdm.write(msg)
+            if file:
+                self.file.write(msg + "\n")
+                self.file.flush()
+
+    def step(self, step, losses):
+        """Add this step's losses to the running sums (on the device)."""
+        for k, v in losses.items():
+            self.sums[k] = self.sums.get(k, 0) + v.detach().float()
+        bad = (~torch.isfinite(losses["loss"].detach())).int()
+        self.bad = bad if self.bad is None else self.bad + bad
+        self.bar.update(1)
+
+    def read(self, step, lr):
+        """Sync: refuse non-finite losses on any process, then log the mean losses since the last read."""
+        bad = self.bad.reshape(1).clone()
+        if self.world > 1:
+            dist.all_reduce(bad)
+        if bad.item():
+            self.bar.close()                            # the error goes on a line of its own
+            raise UserError(f"the loss became nan or inf between steps {self.last} and {step} (on "
+                            f"{'one of the processes' if self.world > 1 else 'this process'}); the last good "
+                            f"checkpoint is {self.ckpt} (try a lower --lr or --precision fp32)")
+        n, rate = step - self.last, (step - self.last) / max(time.time() - self.t0, 1e-9)
+        means = {k: v.item() / n for k, v in self.sums.items()}
+        self.bar.set_postfix(loss=f"{means['loss']:.4f}")
+        parts = " ".join(f"{k} {v:.4f}" for k, v in means.items() if k != "loss")
+        self.write(f"step {step} loss {means['loss']:.4f} {parts} lr {lr:.2e} steps/s {rate:.2f}")
+        self.sums, self.bad, self.t0, self.last = {}, None, time.time(), step
+
+    def close(self, world):
+        """Close log.txt, and end the process group of a multi-process run."""
+        if self.master:
+            self.file.close()
+        if world > 1:
+            dist.destroy_process_group()

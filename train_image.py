@@ -18,13 +18,21 @@ import argparse
 from dataclasses import asdict, replace
 
 import jpdvt
-from configs.paper import IMAGE, paper_settings, resolve, settings_line, steps_of_epochs
+from configs.paper import IMAGE
 from dit import CONFIGS
-from plumbing.checkpoint import Config, TrainConfig
+from plumbing.checkpoint import Config
 from plumbing.cli import UserError, positive, run_cli
-from plumbing.flags import add_train_flags, start_run, train_config
+from plumbing.flags import (
+    add_train_flags,
+    paper_settings,
+    resolve,
+    settings_line,
+    start_run,
+    steps_of_epochs,
+    train_config,
+)
 from puzzles import DATASETS, ImageConfig, collate, parse_grid
-from train import train
+from train import TrainConfig, train
 
 # piece size and gap when the flags are left out: the usual protocol of each dataset
 DATASET_DEFAULTS = {"shapes": (16, 0), "folder": (64, 0), "imagenet": (64, 0), "jpwleg3": (96, 48)}
@@ -71,7 +79,7 @@ def model_config(name, piece, patch):
 
 def make_config(args):
     """(Config, settings line) of a fresh run: flags, else the paper's settings, else defaults
-    (configs.paper.resolve)."""
+    (plumbing.flags.resolve)."""
     sources = {"dataset": "flag" if args.dataset else "default"}
     args.dataset = args.dataset or "shapes"
     piece, gap = DATASET_DEFAULTS[args.dataset]

@@ -23,13 +23,13 @@ import argparse
 from dataclasses import asdict, replace
 
 import jpdvt
-from configs.paper import VIDEO, paper_settings, resolve, settings_line
-from plumbing.checkpoint import Config, TrainConfig
+from configs.paper import VIDEO
+from plumbing.checkpoint import Config
 from plumbing.cli import UserError, run_cli
-from plumbing.flags import add_train_flags, start_run, train_config
+from plumbing.flags import add_train_flags, paper_settings, resolve, settings_line, start_run, train_config
 from puzzles import FOLDER_VIDEOS, VIDEO_DATASETS, VideoConfig, collate
 from sources.vae import VAE_FACTOR, load_codec
-from train import train
+from train import TrainConfig, train
 from unet3d import CONFIGS
 
 # frame side when --size is left out (the paper's settings of clevrer, ucf101, qst: 256 px frames, as latents)
@@ -64,7 +64,7 @@ def puzzle_config(args):
 
 def make_config(args):
     """(Config, settings line) of a fresh run: flags, else the paper's settings, else defaults
-    (configs.paper.resolve)."""
+    (plumbing.flags.resolve)."""
     sources = {"dataset": "flag" if args.dataset else "default"}
     args.dataset = args.dataset or "digits"
     paper = paper_settings(VIDEO, args.dataset, args.paper)

@@ -1,7 +1,7 @@
 """
 The paper's settings for each of its experiments, in one table to check line by line against the paper (Liu et al.,
-"Solving Masked Jigsaw Puzzles with Diffusion Vision Transformers", CVPR 2024, and its supplement), and how a run's
-settings are chosen.
+"Solving Masked Jigsaw Puzzles with Diffusion Vision Transformers", CVPR 2024, and its supplement): plain data, each
+value with its citation.
 
 Each setting of a training run comes from, in this order:
 1. a flag on the command line;
@@ -11,16 +11,12 @@ Each setting of a training run comes from, in this order:
    with the script's defaults);
 3. the dataset's default (its usual piece or frame size);
 4. the script's default (the tiny CPU recipe).
-`resolve` fills the flags left out and returns where each value came from; the first line of a run's log prints
-every setting with its source, e.g. "lr 0.0001 (paper table: supp. 'Image Experiments': ...)".
+plumbing/flags.py's `resolve` fills the flags left out and returns where each value came from; the first line of a
+run's log prints every setting with its source, e.g. "lr 0.0001 (paper table: supp. 'Image Experiments': ...)".
 
     python train_image.py --dataset imagenet --data-dir /data/imagenet --grid 3      # the paper's ImageNet 3x3 (gaps)
     python train_video.py --dataset movingmnist --data-dir mnist_test_seq.npy --pieces 10 --frames-per-piece 2 --paper
 """
-import math
-
-from plumbing.cli import UserError
-
 # Where a value comes from, one short citation each (sections and tables of the paper and its supplement).
 DIT = "supp. Table 'Hyperparameters for our image diffusion transformer': 12 layers, 768 wide, MLP 3072, 12 heads"
 DIT_PATCH = ("supp. same table: patch 16 (the table lists 16 / 17 / 60 without naming the experiments; 16 divides "
@@ -62,46 +58,3 @@ VIDEO = {
     "qst": {**VIDEO_COMMON, "frame_stride": (2, STRIDE), "size": (256, LATENT), "vae": ("required", LATENT)},
 }
 PAPER_ONLY = ("imagenet", "jpwleg3", "clevrer", "ucf101", "qst")
-
-
-def paper_settings(table, dataset, wanted):
-    """The paper's settings of `dataset` when they apply: wanted = --paper/--no-paper (None: PAPER_ONLY datasets)."""
-    if wanted is None:
-        wanted = dataset in PAPER_ONLY
-    if wanted and dataset not in table:
-        raise UserError(f"--paper: the paper has no experiment on --dataset {dataset}; use one of "
-                        f"{', '.join(table)} (or drop --paper)")
-    return table[dataset] if wanted else {}
-
-
-def resolve(args, paper, dataset_defaults, script_defaults):
-    """
-    Fill every flag of `args` left out (None) from the paper's settings, else the dataset's default, else the
-    script's default, in place. Returns {name: source} for every name of script_defaults.
-    """
-    sources = {}
-    for name, default in script_defaults.items():
-        if getattr(args, name) is not None:
-            sources[name] = "flag"
-        elif name in paper and paper[name][0] != "required":
-            setattr(args, name, paper[name][0])
-            sources[name] = f"paper table: {paper[name][1]}"
-        elif name in dataset_defaults:
-            setattr(args, name, dataset_defaults[name])
-            sources[name] = "dataset default"
-        else:
-            setattr(args, name, default)
-            sources[name] = "default"
-    return sources
-
-
-def steps_of_epochs(epochs, files, batch_size):
-    """Training steps of `epochs` passes over `files` training images at the global `batch_size`."""
-    return math.ceil(epochs * files / batch_size)
-
-
-def settings_line(values, sources):
-    """The first log line of a run: every setting, with its source unless it is the script's default."""
-    parts = [f"{k} {v}" + (f" ({sources[k]})" if sources.get(k, "default") != "default" else "")
-             for k, v in values.items()]
-    return "settings: " + "; ".join(parts)

@@ -3,9 +3,9 @@ Checkpoints: one `ckpt.pt` = {config, model, ema, opt, scaler, step, data}, plai
 which files of a folder dataset it trained on, sources.files.fingerprint; None for built-in and fixed-index data),
 and the run's settings they hold. Not in the paper.
 
-- `Config`: puzzle (puzzles.ImageConfig / VideoConfig), model (dit.DiTConfig / unet3d.UNetConfig), train
-  (`TrainConfig`) and prediction, what a checkpoint needs to rebuild its model and puzzles; `RunConfig`: how this
-  process runs (output folder, device, workers), never stored.
+- `Config`: puzzle (puzzles.ImageConfig / VideoConfig), model (dit.DiTConfig / unet3d.UNetConfig), prediction
+  (what a checkpoint needs to rebuild its model and puzzles) and the training settings (train.TrainConfig, beside
+  the loop); `run` (train.RunConfig): how this process runs, never stored.
 - `save_checkpoint` writes atomically (temp file + rename), so a kill never leaves a broken file.
 - `load_checkpoint` reads with torch.load(weights_only=True), so a checkpoint can never run code, and turns its
   config dict back into a Config (refusing, in one sentence naming the file, one that does not fit).
@@ -20,8 +20,8 @@ import contextlib
 import os
 import pickle
 import zipfile
-from dataclasses import asdict, dataclass, field, fields
-from typing import Optional, Union
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from typing import Any, Union
 
 import torch
 
@@ -100,45 +100,15 @@ MODELS = {"image": DiTConfig, "video": UNetConfig}
 
 
 @dataclass
-class TrainConfig:
-    """How a run trains: the train_*.py flags of the same names (their defaults differ by script)."""
-    batch_size: int = 32                     # puzzles per step, over all processes (each of W takes B / W)
-    lr: float = 1e-3                         # AdamW learning rate (weight decay 0)
-    warmup: int = 100                        # linear warmup steps
-    schedule: str = "constant"               # constant (the paper states no schedule) or cosine from step 0 to
-                                             # 0 at max_steps, either times the warm-up ramp
-    max_steps: int = 2000                    # total training steps
-    ema_decay: float = 0.999                 # EMA of the weights used for sampling
-    weight_code: float = 1.0                 # loss weight of the positional codes
-    weight_content: float = 0.1              # loss weight of missing pieces' content (a mean over the missing
-                                             # entries of the batch, whatever their number)
-    precision: str = "auto"                  # autocast: auto (bf16 on CUDA, fp32 on CPU), fp32, bf16 or fp16
-    seed: int = 0                            # data stream, noise and initial weights
-    ckpt_every: int = 500                    # write ckpt.pt every N steps
-    eval_every: int = 500                    # held-out check every N steps (0: only at the end)
-    eval_puzzles: int = 64                   # puzzles of the held-out check
-    eval_steps: int = 20                     # DDIM steps of the held-out check
-
-
-@dataclass
-class RunConfig:
-    """How this process runs a training (the scripts' run flags of the same names); never stored in a checkpoint."""
-    out: str = "out/run"                     # ckpt.pt and log.txt
-    device: str = "auto"                     # auto (cuda, else mps, else cpu), cpu, cuda, cuda:N or mps
-    workers: int = 1                         # data-loading processes
-    compile: bool = False                    # torch.compile the model
-    init: Optional[str] = None               # fine-tune from this checkpoint's EMA weights
-    log_every: int = 50                      # read and log the losses every N steps
-
-
-@dataclass
 class Config:
-    """Everything a checkpoint needs to rebuild its model and its puzzles, and how this process runs."""
+    """Everything a checkpoint needs to rebuild its model and its puzzles, the settings it trained with, and how this
+    process runs. `train` is a train.TrainConfig while training; loaded from a checkpoint it is the plain dict stored
+    (only a resumed run reads it: train.train_settings); `run` is a train.RunConfig, never stored."""
     puzzle: Union[ImageConfig, VideoConfig]
     model: Union[DiTConfig, UNetConfig]
-    train: TrainConfig = field(default_factory=TrainConfig)
+    train: Any = field(default_factory=dict)   # train.TrainConfig, or its stored dict
     prediction: str = "x0"                   # network target: eps (paper) or x0
-    run: RunConfig = field(default_factory=RunConfig, compare=False)   # this process only: not in to_dict()
+    run: Any = field(default=None, compare=False)   # train.RunConfig of this process only: not in to_dict()
 
     @property
     def kind(self):
@@ -146,7 +116,8 @@ class Config:
 
     def to_dict(self):
         return {"kind": self.kind, "prediction": self.prediction, "puzzle": asdict(self.puzzle),
-                "model": asdict(self.model), "train": asdict(self.train)}
+                "model": asdict(self.model),
+                "train": asdict(self.train) if is_dataclass(self.train) else dict(self.train)}
 
     @classmethod
     def from_dict(cls, d, path):
@@ -154,13 +125,16 @@ class Config:
         if not isinstance(d, dict) or d.get("kind") not in PUZZLES or "puzzle" not in d:
             raise UserError(f"checkpoint {path} has no config of this jpdvt version; use a checkpoint written by "
                             "this version")
-        parts = {"puzzle": PUZZLES[d["kind"]], "model": MODELS[d["kind"]], "train": TrainConfig}
-        _check_keys(d, {"kind", "prediction", *parts}, "config", path=path)
-        typed = {k: _typed(c, d[k], f"config.{k}", path=path) for k, c in parts.items()}
-        return cls(prediction=d["prediction"], **typed)
+        parts = {"puzzle": PUZZLES[d["kind"]], "model": MODELS[d["kind"]]}
+        check_keys(d, {"kind", "prediction", "train", *parts}, "config", path=path)
+        typed = {k: typed_part(c, d[k], f"config.{k}", path=path) for k, c in parts.items()}
+        if not isinstance(d["train"], dict):
+            raise UserError(f"checkpoint {path} has a config.train that is not a dict; use a checkpoint written by "
+                            "this version")
+        return cls(prediction=d["prediction"], train=dict(d["train"]), **typed)
 
 
-def _check_keys(d, want, where, path):
+def check_keys(d, want, where, path):
     if not isinstance(d, dict) or set(d) != set(want):
         have = set(d) if isinstance(d, dict) else set()
         problems = [f"unknown {', '.join(sorted(have - want))}"] if have - want else []
@@ -169,7 +143,7 @@ def _check_keys(d, want, where, path):
                         f"({'; '.join(problems) or 'not a dict'}); use a checkpoint written by this version")
 
 
-def _typed(cls, d, where, path):
+def typed_part(cls, d, where, path):
     """cls(**d), lists back to tuples, after checking that d's keys are cls's fields."""
-    _check_keys(d, {f.name for f in fields(cls)}, where, path=path)
+    check_keys(d, {f.name for f in fields(cls)}, where, path=path)
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})

@@ -1,10 +1,12 @@
 """
 The flags both training scripts share, and how a run starts from them: a fresh run's settings (the scripts resolve
-them with configs.paper.resolve: flag, paper table, dataset default, script default) or a resumed checkpoint's.
+them with `resolve`, below: flag, paper table, dataset default, script default) or a resumed checkpoint's.
 Not in the paper (the paper's own settings are the table of configs/paper.py).
 
 - `add_train_flags`: the TrainConfig flags (left out = None until resolved), --prediction, --paper, and the run's
   own flags (--out, --resume, --init, --device, --log-every, --workers, --compile).
+- `resolve`: a fresh run's settings, each from a flag, else the paper's table (configs/paper.py), else the
+  dataset's default, else the script's; `settings_line` prints each with its source.
 - `start_run`: (config, checkpoint, the log's first lines). With --resume the checkpoint's settings are kept:
   RESUMABLE flags that differ are taken and logged, any other flag that differs is refused in one sentence, and
   flags that shape a fresh run only (FIXED) are refused.
@@ -12,15 +14,16 @@ Not in the paper (the paper's own settings are the table of configs/paper.py).
     config, ckpt, notes = start_run(args, defaults, kind="image", make_config=make_config)
 """
 import argparse
+import math
 import os
 from dataclasses import fields, replace
 
 from configs.paper import PAPER_ONLY
 from diffusion import PREDICTIONS
-from plumbing.checkpoint import RunConfig, TrainConfig, load_checkpoint
+from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import PRECISIONS, UserError, loss_weight, positive, positive_float
 from puzzles import parse_grid
-from train import SCHEDULES, learning_rate
+from train import SCHEDULES, RunConfig, TrainConfig, learning_rate, train_settings
 
 # settings a resumed run may change (each change is logged); any other flag that differs from the checkpoint is refused.
 # The stream stays the same: --data-dir and --vae may only name where the same files moved (train.training_files
@@ -59,6 +62,7 @@ def start_run(args, defaults, kind, make_config):
     if args.out is None:
         args.out = os.path.dirname(os.path.abspath(args.resume))
     given = {k: getattr(args, k) for k in (*defaults, "paper") if getattr(args, k, None) is not None}
+    ckpt["config"].train = train_settings(ckpt["config"].train, args.resume)
     config, notes = resumed(ckpt["config"], given, step=ckpt["step"])
     config.run = run_config(args)
     return config, ckpt, [f"resuming {args.resume} at step {ckpt['step']}", *notes]
@@ -98,7 +102,7 @@ def resumed(config, given, step):
 
 def add_train_flags(p, defaults):
     """Flags shared by the two training scripts (help text on each), --prediction among them; `defaults` are the
-    script's TrainConfig, shown in the help; a flag left out is None until configs.paper.resolve fills it (flag, paper,
+    script's TrainConfig, shown in the help; a flag left out is None until resolve fills it (flag, paper,
     dataset default, script default)."""
     d = defaults
     p.add_argument("--prediction", choices=PREDICTIONS,
@@ -141,3 +145,51 @@ def add_train_flags(p, defaults):
                    help="log the mean losses every N steps (reading them syncs the device, so not every step)")
     p.add_argument("--workers", type=int, default=1, help="data-loading processes (0 = in the main process)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (GPU speed-up)")
+
+
+# ----------------------------------------------------------------------------
+# A fresh run's settings: flag, else the paper's table (configs/paper.py), else the dataset's default, else the
+# script's
+# ----------------------------------------------------------------------------
+
+def paper_settings(table, dataset, wanted):
+    """The paper's settings of `dataset` when they apply: wanted = --paper/--no-paper (None: PAPER_ONLY datasets)."""
+    if wanted is None:
+        wanted = dataset in PAPER_ONLY
+    if wanted and dataset not in table:
+        raise UserError(f"--paper: the paper has no experiment on --dataset {dataset}; use one of "
+                        f"{', '.join(table)} (or drop --paper)")
+    return table[dataset] if wanted else {}
+
+
+def resolve(args, paper, dataset_defaults, script_defaults):
+    """
+    Fill every flag of `args` left out (None) from the paper's settings, else the dataset's default, else the
+    script's default, in place. Returns {name: source} for every name of script_defaults.
+    """
+    sources = {}
+    for name, default in script_defaults.items():
+        if getattr(args, name) is not None:
+            sources[name] = "flag"
+        elif name in paper and paper[name][0] != "required":
+            setattr(args, name, paper[name][0])
+            sources[name] = f"paper table: {paper[name][1]}"
+        elif name in dataset_defaults:
+            setattr(args, name, dataset_defaults[name])
+            sources[name] = "dataset default"
+        else:
+            setattr(args, name, default)
+            sources[name] = "default"
+    return sources
+
+
+def steps_of_epochs(epochs, files, batch_size):
+    """Training steps of `epochs` passes over `files` training images at the global `batch_size`."""
+    return math.ceil(epochs * files / batch_size)
+
+
+def settings_line(values, sources):
+    """The first log line of a run: every setting, with its source unless it is the script's default."""
+    parts = [f"{k} {v}" + (f" ({sources[k]})" if sources.get(k, "default") != "default" else "")
+             for k, v in values.items()]
+    return "settings: " + "; ".join(parts)

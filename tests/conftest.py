@@ -18,7 +18,7 @@ import train_image  # noqa: E402
 import train_video  # noqa: E402
 
 os.environ["OMP_NUM_THREADS"] = "1"   # tiny models on two shared cores: one intra-op thread is the fastest (and
-torch.set_num_threads(1)              # plumbing.machinery.cpu_threads keeps what OMP_NUM_THREADS says)
+torch.set_num_threads(1)              # train.cpu_threads keeps what OMP_NUM_THREADS says)
 
 SHAPES_CKPT = os.path.join(ROOT, "checkpoints", "image-shapes-3x3.pt")     # shipped, trained: solves most puzzles
 DIGITS_CKPT = os.path.join(ROOT, "checkpoints", "video-digits-5x4.pt")

@@ -21,8 +21,8 @@ import train_image
 import train_video
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError
-from plumbing.machinery import resume_or_init
 from sources.files import HELD_OUT, fingerprint, hashed_split
+from train import resume_or_init
 
 # ----------------------------------------------------------------------------- fixtures in the real layouts
 
@@ -204,7 +204,7 @@ def test_resume_longer_is_logged_and_a_changed_flag_is_refused(tmp_path):
     log = (tmp_path / "log.txt").read_text()
     assert "resume: --max-steps 4 (the checkpoint had 2)" in log
     assert "the cosine schedule now ends at step 4, not 2: the learning rate at step 2 becomes 0.001 (was 0)" in log
-    assert load_checkpoint(ckpt)["config"].train.max_steps == 4 and load_checkpoint(ckpt)["step"] == 4
+    assert load_checkpoint(ckpt)["config"].train["max_steps"] == 4 and load_checkpoint(ckpt)["step"] == 4
 
 
 # ----------------------------------------------------------------------------- torchrun: the global batch

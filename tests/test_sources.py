@@ -7,7 +7,7 @@ import pytest
 import torch
 from PIL import Image
 
-from plumbing.checkpoint import _typed
+from plumbing.checkpoint import typed_part
 from plumbing.cli import UserError
 from puzzles import ImageConfig, ImagePuzzles
 from sources.files import IMAGE_EXTS, list_images, random_crop, split_files
@@ -113,6 +113,6 @@ def test_unknown_config_fields_are_refused(tmp_path):
     """A checkpoint config with a field this version does not know is refused in one sentence naming it (no
     compatibility code: old checkpoints are re-exported instead)."""
     plain = ImageConfig(dataset="folder", data_dir=str(tmp_path), grid=(2, 2), piece_size=8)
-    assert _typed(ImageConfig, asdict(plain), "config.puzzle", "new.pt") == plain
+    assert typed_part(ImageConfig, asdict(plain), "config.puzzle", "new.pt") == plain
     with pytest.raises(UserError, match="unknown colour"):
-        _typed(ImageConfig, {**asdict(plain), "colour": 1}, "config.puzzle", "old.pt")
+        typed_part(ImageConfig, {**asdict(plain), "colour": 1}, "config.puzzle", "old.pt")

@@ -14,12 +14,12 @@ import jpdvt
 import train_video
 from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, given_codes, solve
-from plumbing.checkpoint import TrainConfig, load_checkpoint
+from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError, run_cli
-from plumbing.machinery import StepBatches
 from posenc import sequence_table
 from puzzles import ENDLESS, VideoConfig, VideoPuzzles
 from sources.synthetic import moving_digits
+from train import StepBatches, TrainConfig
 from unet3d import CONFIGS, UNet3D
 
 TINY_VIDEO = ["--size", "16", "--pieces", "3", "--frames-per-piece", "2", "--batch-size", "2", "--eval-puzzles", "2",
@@ -124,7 +124,7 @@ def decode(item):
 
 
 def epoch_puzzles(train_set, per_epoch, batch=3):
-    """The training puzzles of the first two epochs, as training draws them (plumbing.machinery.StepBatches)."""
+    """The training puzzles of the first two epochs, as training draws them (train.StepBatches)."""
     tc = TrainConfig(batch_size=batch, max_steps=-(-2 * per_epoch // batch))
     items = [decode(train_set[i]) for b in StepBatches(tc, start_step=0) for i in b]
     return items[:per_epoch], items[per_epoch:2 * per_epoch]
