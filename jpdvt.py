@@ -52,12 +52,11 @@ from plumbing.cli import autocast, resolve_device
 from posenc import MIRRORS, grid_table, mirrored_cells, sequence_table
 from puzzles import DATASETS, VIDEO_DATASETS, ImagePuzzles, VideoPuzzles
 from solving.bag import order_clips, solve_image_bag
-from solving.confidence import probability
+from solving.confidence import Calibrated
 from sources.vae import load_codec
 from unet3d import UNet3D
 
-# how a bag of pieces is sampled unless told otherwise: sample.py's defaults, replaced by the settings the
-# checkpoint's confidence table was fitted with, if it has one (so that its confidence holds)
+# sample.py's sampling defaults; a bag of pieces takes its confidence table's settings instead (sampling_defaults)
 SAMPLING = {"steps": 50, "sampler": "ddpm", "samples": 1, "assign": "hungarian", "symmetries": 1}
 
 
@@ -247,7 +246,7 @@ def kind_of(config):
 # A checkpoint, ready to solve
 # ----------------------------------------------------------------------------
 
-class Solver:
+class Solver(Calibrated):
     """A checkpoint's EMA model on `device` with its config, diffusion and position table, the sampling options
     (SampleOptions, with the generator of the noise), the precision policy of training (auto: bf16 autocast on CUDA,
     fp32 on CPU and mps), the calibration table of its confidence (if fitted) and, for latent models, the
@@ -309,22 +308,6 @@ class Solver:
             opts = replace(opts, callback=None)
         return total / len(mirrors), content
 
-    def mean_costs(self, batch, given=None, grid=None):
-        """The costs of the posterior-mean estimate of the codes, with its own noise (the solve's stays as it was): the
-        evidence of the confidence (solving/confidence.py). An x0 model gives it in one call at t = T-1. An eps model's
-        x0 there divides its error by sqrt(alphabar) (about 0.0064), so its estimate is the x0 prediction halfway down
-        a DDIM-10 path (t = 444, sqrt(alphabar) about 0.36)."""
-        noise = torch.Generator(self.device).manual_seed(0)
-        if self.config.prediction == "x0":
-            opts = SampleOptions(steps=1, sampler="ddim", generator=noise)
-            return self.costs(batch, given=given, grid=grid, opts=opts, symmetries=1)[0]
-        halfway = {}                                          # step 5 of 10: the call at t = 444
-        self.costs(batch, given=given, callback=lambda i, x, x0: halfway.update(code=x0["code"]) if i == 5 else None,
-                   grid=grid, opts=SampleOptions(steps=10, sampler="ddim", generator=noise), symmetries=1)
-        table = self.table if grid is None else grid_table(*grid).to(self.device)
-        code = halfway["code"].float()
-        return torch.cdist(code, table[None].float().expand(len(code), -1, -1))
-
     def solve_batch(self, batch, given=None, callback=None):
         """(positions (B, N), content): the one-to-one assignment of costs() (solve, above)."""
         cost, content = self.costs(batch, given=given, callback=callback)
@@ -333,45 +316,6 @@ class Solver:
     def pixels(self, content):
         """Generated content as pixels (decoded by the autoencoder of a latent model), for pictures."""
         return self.codec.decode(content) if self.codec else content
-
-    def settings(self):
-        """What a confidence table depends on: the sampling options and the number of missing pieces."""
-        o = self.opts
-        return {"steps": o.steps, "sampler": o.sampler, "samples": o.samples, "assign": o.assign,
-                "missing": self.config.puzzle.missing, "symmetries": self.symmetries}
-
-    def differs(self, settings=None):
-        """{name: (fitted, now)} of the settings (default: the solver's) that differ from its confidence table's."""
-        fitted = self.calibration["settings"]
-        return {k: (fitted.get(k), v) for k, v in (settings or self.settings()).items() if fitted.get(k) != v}
-
-    def mismatch(self):
-        """The settings of the solver that differ from its confidence table's, as 'name: table -> solver' text."""
-        return ", ".join(f"{k}: {fitted} -> {now}" for k, (fitted, now) in self.differs().items())
-
-    def calibrated(self, settings=None):
-        """Is there a confidence table fitted with these settings (default: the solver's)? A table fitted with
-        other sampling options or another number of missing pieces does not describe this solve."""
-        return self.calibration is not None and not self.differs(settings)
-
-    def confidence(self, margin, part="piece", settings=None, seam=None):
-        """Probabilities of being right for margins (solving.confidence.probability), or None without a table fitted
-        with these settings (calibrated). part "puzzle" takes the puzzle's smallest piece margin and, where its seam
-        ratio (solving.confidence.seam_ratios) says it is no puzzle, is capped by the gate fitted on val. Callers then
-        raise pieces to their puzzle's probability (solving.confidence.coherent)."""
-        if not self.calibrated(settings):
-            return None
-        p = probability(self.calibration[part], margin)
-        if part != "puzzle":
-            return p
-        gate = self.calibration.get("gate")
-        return p if gate is None or seam is None else np.where(self.no_puzzle(seam), np.minimum(p, gate["accuracy"]), p)
-
-    def no_puzzle(self, seam):
-        """Do these seam ratios say "not one puzzle" (at or above the gate fitted on val)? False without a gate and
-        for NaN (no evidence)."""
-        gate = (self.calibration or {}).get("gate")
-        return np.asarray(seam) >= gate["threshold"] if gate else np.zeros(np.shape(seam), bool)
 
     def solve(self, pieces, pins=None, grid=None, callback=None, seed=None):
         """

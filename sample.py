@@ -6,20 +6,14 @@ Paper: "Predicted position encodings" (supplement) and "Metrics" (Sec. 4.2). Eve
 is rebuilt from the checkpoint; the EMA weights are used. Image checkpoints report piece- and puzzle-level
 accuracy over the pieces the model had to place; video checkpoints report the mean normalized Kendall distance
 and the fraction of clips fully ordered, strict and with generated pieces compared as a set (the `counted` texts of
-jpdvt.Images and jpdvt.Videos say what each counts). Video checkpoints can also fill in pieces between given ones
-(supplement, "Downstream Task: Temporal Super-resolution"). --animate writes a GIF of the sampling itself
-(solving/animate.py): the pieces gliding from random codes into their cells, missing pieces forming from noise. Your
-own data (--image, --video, --pieces, --frames, --superres) is solved by solving/own.py.
+jpdvt.Images and jpdvt.Videos say what each counts). --animate writes a GIF of the sampling (solving/animate.py).
+Your own data (--image, --video, --pieces, --frames, --superres: the supplement's temporal super-resolution) is
+solved by solving/own.py; the confidence (--calibrate) is solving/confidence.py.
 
     python sample.py --ckpt checkpoints/image-shapes-3x3.pt                 # metrics.json + examples.png
     python sample.py --ckpt out/run/ckpt.pt --missing 2 --sampler ddim --steps 25      # deterministic
-    python sample.py --ckpt out/run/ckpt.pt --dataset folder --data-dir ~/photos
-    python sample.py --ckpt checkpoints/image-shapes-3x3.pt --image photo.jpg
     python sample.py --ckpt checkpoints/image-photos-3x3-gap.pt --image photo.jpg --missing 2 --animate
-    python sample.py --ckpt checkpoints/image-shapes-3x3.pt --num-puzzles 1 --animate       # + solving.gif
-    python sample.py --ckpt out/video/ckpt.pt                              # metrics.json + examples.gif
     python sample.py --ckpt out/video/ckpt.pt --video clip.mp4             # order your own clip
-    python sample.py --ckpt out/video/ckpt.pt --video clip.mp4 --animate   # + clip_solving.gif
     python sample.py --ckpt out/video/ckpt.pt --superres 1                 # 1 generated piece between given ones
 """
 import argparse
@@ -36,20 +30,14 @@ import jpdvt
 from diffusion import SAMPLERS
 from jpdvt import SAMPLING, SampleOptions, Solver, given_codes, sampling_defaults
 from metrics import ASSIGNERS, assign_batch
-from plumbing.checkpoint import load_checkpoint, save_checkpoint
+from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import PRECISIONS, UserError, positive, resolve_device, run_cli
-from puzzles import (
-    DATASETS,
-    FOLDER_DATASETS,
-    VIDEO_DATASETS,
-    collate,
-    to_device,
-)
+from puzzles import DATASETS, FOLDER_DATASETS, VIDEO_DATASETS, collate, to_device
 from solving.animate import Recorder, puzzle_animation
-from solving.confidence import bag_seams, coherent, evidence, fit, fit_gate, reliability, seam_ratios
-from solving.own import order_clip, solve_photo, solve_pieces, superres
+from solving.confidence import bag_seams, calibrate, gather, reliability_of
+from solving.own import order_clip, refuse_conflicts, solve_photo, solve_pieces, superres, test_settings
 from solving.pictures import picture, save_pictures
-from sources.files import data_folder, split_seen
+from sources.files import split_seen
 
 SCORED = {"test": "scored once, for the final figures", "val": "model selection"}
 SYMMETRIES = {1: "the puzzle as given", 2: "and its left-right mirror", 4: "and its three mirrors"}
@@ -100,10 +88,7 @@ def score_test_set(args, solver):
             seconds += time.time() - t
             if args.calibrate or solver.calibrated():         # the confidence's evidence: one more network call
                 counted = ~given_codes(batch, kind.anchored) & (~batch["missing"] if puzzle.kind == "image" else True)
-                keep, counted = (~batch["missing"]).cpu().numpy(), counted.cpu().numpy()
-                owner = np.nonzero(counted)[0] + sum(len(f[2]) for f in found)      # each counted piece's puzzle
-                found.append((*evidence(solver.mean_costs(batch).cpu().numpy(), pos, batch["true_pos"].cpu().numpy(),
-                                        counted), seam_ratios(batch["content"].cpu().numpy(), pos, grid, keep), owner))
+                found.append(gather(solver, batch, pos, counted, grid, before=sum(len(f[2]) for f in found)))
             if args.calibrate:
                 bags.append(bag_seams(solver, batch, grid, seed=args.seed + r * 1000 + start) or {})
             if rec:
@@ -130,16 +115,12 @@ def score_test_set(args, solver):
     # the puzzle of each piece
     if args.calibrate:
         bags = {k: np.concatenate([b[k] for b in bags if b]) for k in ("mixed", "noise")}
-        metrics["calibration"] = calibrate(args, solver, found, bags)
+        metrics["calibration"] = calibrate(args.ckpt, args.split, solver, found, bags)
     elif solver.calibration is not None and not solver.calibrated():
         print(f"note: no confidence reported: the checkpoint's table was fitted with other settings "
               f"({solver.mismatch()}); rerun --split val --calibrate with these")
     elif solver.calibrated():
-        whole = solver.confidence(found[2], "puzzle", seam=found[4])
-        sure = {"piece": coherent(solver.confidence(found[0]), whole, owner=found[5]), "puzzle": whole}
-        metrics["confidence"] = {part: dict(zip(("rows", "ece"), reliability(sure[part], ok)))
-                                 for part, ok in (("piece", found[1]), ("puzzle", found[3]))}
-        metrics["not_a_puzzle"] = float(solver.no_puzzle(found[4]).mean())   # the share of these puzzles gated
+        metrics.update(reliability_of(solver, found))
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
     path, shown = save_pictures(kind, args.out, rows)
@@ -161,74 +142,12 @@ def score_test_set(args, solver):
     return metrics
 
 
-def calibrate(args, solver, found, bags):
-    """--calibrate: fit the confidence tables (solving.confidence.fit) and the not-a-puzzle gate (fit_gate) on these
-    val puzzles' evidence and store them in the checkpoint (atomic rewrite); sample.py and solve(pieces) then report
-    probabilities of being right."""
-    table = {"piece": fit(*found[:2], chance=1 / len(solver.table)), "puzzle": fit(*found[2:4], bins=5),
-             "gate": fit_gate(found[4], found[3], bags), "split": args.split, "settings": solver.settings()}
-    ckpt = torch.load(args.ckpt, map_location="cpu", weights_only=True)
-    save_checkpoint(args.ckpt, {**ckpt, "calibration": table})
-    gate = table["gate"]
-    print(f"wrote the confidence tables into {args.ckpt} (from {len(found[0])} pieces of {len(found[2])} val puzzles); "
-          + ("no not-a-puzzle gate: most real puzzles' seams match no better than unrelated pieces'" if not gate else
-             f"not a puzzle: seam ratio >= {gate['threshold']:.3f} (" + ", ".join(
-                 f"{k} bags {np.mean(v >= gate['threshold']):.0%}" for k, v in bags.items())
-             + f", real puzzles {np.mean(found[4] >= gate['threshold']):.0%}), then P(solved) {gate['accuracy']:.3f}"))
-    return table
-
-
 # ----------------------------------------------------------------------------
 # Command line
 # ----------------------------------------------------------------------------
 
-def test_settings(args, puzzle):
-    """The checkpoint's puzzle settings with the flags that change them: --dataset, --data-dir (default: the training
-    run's, for its own dataset), --missing (default: the checkpoint's; 0 for --image and --video), --frame-stride
-    (videos)."""
-    dataset = args.dataset or puzzle.dataset
-    if dataset not in jpdvt.kind_of(puzzle).datasets:
-        raise UserError(f"--dataset {dataset} does not fit this {puzzle.kind} checkpoint; use one of "
-                        f"{', '.join(jpdvt.kind_of(puzzle).datasets)}")
-    own_dir = None
-    if dataset == puzzle.dataset and puzzle.data_dir and not args.data_dir:
-        own_dir = data_folder(puzzle.data_dir, args.ckpt)
-        if own_dir is None and not own_data(args):
-            raise UserError(f"{args.ckpt} was trained on {puzzle.data_dir}, which is found neither from here nor "
-                            "next to the checkpoint; pass --data-dir with that folder")
-    if getattr(puzzle, "vae", None):                           # a latent video model: its autoencoder folder
-        vae = args.vae or data_folder(puzzle.vae, args.ckpt)
-        if vae is None:
-            raise UserError(f"{args.ckpt} diffuses latents of the autoencoder {puzzle.vae}, which is found neither "
-                            "from here nor next to the checkpoint; pass --vae with that folder")
-        puzzle = replace(puzzle, vae=vae)
-    changes = {"dataset": dataset, "data_dir": args.data_dir or own_dir,
-               "missing": args.missing if args.missing is not None else (0 if own_data(args) else puzzle.missing)}
-    if args.frame_stride is not None and hasattr(puzzle, "frame_stride"):
-        changes["frame_stride"] = args.frame_stride
-    puzzle = replace(puzzle, **changes)
-    puzzle.check()
-    return puzzle
-
-
-def own_data(args):
-    """The flag of the user's own data, if any (--image, --video, --pieces, --frames)."""
-    return args.image or args.video or args.pieces or args.frames
-
-
 def main(args):
-    if (args.symmetries or 1) > 1 and args.superres:
-        raise UserError("--symmetries mirrors pieces to place them, and --superres places none; drop --symmetries")
-    if (args.pin or args.grid) and not (args.pieces or args.frames):
-        raise UserError("--pin and --grid apply to a folder of pieces; add --pieces DIR (or --frames DIR)")
-    if args.calibrate and args.split != "val":
-        raise UserError("--calibrate fits the confidence on the val split (the test split is scored once); add "
-                        "--split val")
-    if args.animate and args.superres:
-        raise UserError("--animate draws pieces moving to their places, and --superres places none (every position is "
-                        "given); drop --animate")
-    if args.animate and args.repeats > 1:
-        raise UserError(f"--animate draws one solve, not {args.repeats} passes; drop --repeats or --animate")
+    refuse_conflicts(args)
     ckpt = load_checkpoint(args.ckpt)
     config = ckpt["config"]
     own = sampling_defaults(ckpt) if args.pieces or args.frames else SAMPLING   # jpdvt.load's, for a bag of pieces

@@ -8,17 +8,14 @@ table of configs/paper.py); gradient clipping, warm-up, EMA and the held-out che
 
 One step: a batch of puzzles -> jpdvt.puzzle_loss -> backward -> clip the gradient at 1 -> AdamW step -> EMA of the
 weights (used for sampling) -> log, a periodic held-out check, a periodic checkpoint. Around it, the machinery below
-the loop (and `autocast` of plumbing/cli.py):
-- `setup_distributed`: DDP, nanoGPT style: on when torchrun sets RANK (nccl on CUDA, gloo on CPU); rank 0 writes.
-- `resume_or_init`: --resume (model, EMA, optimizer, grad scaler and step of a checkpoint) or --init (fine-tune).
-- `prepare_model`: DDP and torch.compile; `autocast`: precision (fp32, bf16, fp16 with grad scaling).
+the loop: DDP nanoGPT style (on when torchrun sets RANK; rank 0 writes), --resume / --init, torch.compile, the log.
 - --batch-size is the global batch B: each of W processes takes B / W puzzles a step, so the paper's batch size is
   the number typed whatever the process count (the flags and how a run starts: plumbing/flags.py).
 - Exact resume: the batch of step s is stream positions s*B ... s*B + B - 1 (rank r takes its B / W of them,
   StepBatches) and the noise of step s is seeded by (seed, s, rank), so a resumed run reaches the same weights as an
   uninterrupted one.
 
-    train(config, train_set, eval_batch)      # config.train: a TrainConfig; config.run: a RunConfig
+    train(config, train_set, eval_batch)      # config.train: a TrainConfig; config.run: plumbing.flags.RunConfig
     python train_image.py / python train_video.py     # the scripts that build config, train_set and eval_batch
 """
 import copy
@@ -26,7 +23,6 @@ import math
 import os
 import time
 from dataclasses import dataclass, fields
-from typing import Optional
 
 import torch
 import torch.distributed as dist
@@ -35,10 +31,9 @@ from tqdm import tqdm
 import jpdvt
 from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, given_codes, puzzle_loss, solve
-from plumbing.checkpoint import check_keys, load_checkpoint, save_checkpoint
+from plumbing.checkpoint import load_checkpoint, save_checkpoint, training_files
 from plumbing.cli import UserError, autocast, resolve_device
 from puzzles import to_device
-from sources.files import fingerprint
 
 SCHEDULES = {"constant": "constant after the warm-up (the paper states no schedule)",
              "cosine": "cosine decay from step 0 to 0 at --max-steps, times the warm-up ramp"}
@@ -63,24 +58,6 @@ class TrainConfig:
     eval_every: int = 500                    # held-out check every N steps (0: only at the end)
     eval_puzzles: int = 64                   # puzzles of the held-out check
     eval_steps: int = 20                     # DDIM steps of the held-out check
-
-
-def train_settings(stored, path):
-    """The TrainConfig of a checkpoint's stored config.train dict (a resumed run), refusing, in one sentence naming
-    `path`, one whose settings do not fit this version."""
-    check_keys(stored, {f.name for f in fields(TrainConfig)}, "config.train", path=path)
-    return TrainConfig(**stored)
-
-
-@dataclass
-class RunConfig:
-    """How this process runs a training (the scripts' run flags of the same names); never stored in a checkpoint."""
-    out: str = "out/run"                     # ckpt.pt and log.txt
-    device: str = "auto"                     # auto (cuda, else mps, else cpu), cpu, cuda, cuda:N or mps
-    workers: int = 1                         # data-loading processes
-    compile: bool = False                    # torch.compile the model
-    init: Optional[str] = None               # fine-tune from this checkpoint's EMA weights
-    log_every: int = 50                      # read and log the losses every N steps
 
 
 # ----------------------------------------------------------------------------
@@ -171,23 +148,6 @@ def held_out_check(ema, diffusion, batch, config, device):
                          given=given_codes(batch, kind.anchored), latent=kind.vae is not None)
     metrics = kind.score(positions, batch)
     return metrics, " ".join(f"{k} {v:.4f}" for k, v in metrics.items())
-
-
-def training_files(train_set, data_dir, before, resuming):
-    """The checkpoint's "data": which files of a folder dataset the weights trained on (sources.files.fingerprint; None
-    for built-in streams and Moving MNIST, split by construction), with the record of the run they continue
-    ("before": --init's) when it differs. A resumed run must train on the files it trained on, and keeps its record."""
-    files = getattr(train_set, "files", None)
-    data = fingerprint(files, data_dir, splits=["train"]) if files else None
-    if resuming and before and data and before.get("digest") == data["digest"]:
-        return before                                # the same files: the record (with its --init's) as it was
-    if resuming and before and data:
-        raise UserError(f"--data-dir {data_dir} holds other training files ({data['files']}) than the checkpoint "
-                        f"trained on ({before.get('files')}): a resumed run keeps its training stream; pass the folder "
-                        "it trained on, or start a new run from its weights with --init")
-    if before is not None and before != data:
-        data = {**(data or {"splits": [], "files": 0, "digest": None}), "before": before}
-    return data
 
 
 def state(config, model, ema, opt, scaler, step, data):

@@ -5,7 +5,7 @@ and the run's settings they hold. Not in the paper.
 
 - `Config`: puzzle (puzzles.ImageConfig / VideoConfig), model (dit.DiTConfig / unet3d.UNetConfig), prediction
   (what a checkpoint needs to rebuild its model and puzzles) and the training settings (train.TrainConfig, beside
-  the loop); `run` (train.RunConfig): how this process runs, never stored.
+  the loop); `run` (plumbing.flags.RunConfig): how this process runs, never stored.
 - `save_checkpoint` writes atomically (temp file + rename), so a kill never leaves a broken file.
 - `load_checkpoint` reads with torch.load(weights_only=True), so a checkpoint can never run code, and turns its
   config dict back into a Config (refusing, in one sentence naming the file, one that does not fit).
@@ -28,6 +28,7 @@ import torch
 from dit import DiTConfig
 from plumbing.cli import UserError
 from puzzles import ImageConfig, VideoConfig
+from sources.files import fingerprint
 from unet3d import UNetConfig
 
 
@@ -91,6 +92,23 @@ def export_checkpoint(src, dst):
     return os.path.getsize(dst) / 2 ** 20
 
 
+def training_files(train_set, data_dir, before, resuming):
+    """The checkpoint's "data": which files of a folder dataset the weights trained on (sources.files.fingerprint; None
+    for built-in streams and Moving MNIST, split by construction), with the record of the run they continue
+    ("before": --init's) when it differs. A resumed run must train on the files it trained on, and keeps its record."""
+    files = getattr(train_set, "files", None)
+    data = fingerprint(files, data_dir, splits=["train"]) if files else None
+    if resuming and before and data and before.get("digest") == data["digest"]:
+        return before                                # the same files: the record (with its --init's) as it was
+    if resuming and before and data:
+        raise UserError(f"--data-dir {data_dir} holds other training files ({data['files']}) than the checkpoint "
+                        f"trained on ({before.get('files')}): a resumed run keeps its training stream; pass the folder "
+                        "it trained on, or start a new run from its weights with --init")
+    if before is not None and before != data:
+        data = {**(data or {"splits": [], "files": 0, "digest": None}), "before": before}
+    return data
+
+
 # ----------------------------------------------------------------------------
 # What a checkpoint's config holds
 # ----------------------------------------------------------------------------
@@ -103,12 +121,12 @@ MODELS = {"image": DiTConfig, "video": UNetConfig}
 class Config:
     """Everything a checkpoint needs to rebuild its model and its puzzles, the settings it trained with, and how this
     process runs. `train` is a train.TrainConfig while training; loaded from a checkpoint it is the plain dict stored
-    (only a resumed run reads it: train.train_settings); `run` is a train.RunConfig, never stored."""
+    (only a resumed run reads it: plumbing.flags.train_settings); `run` is a plumbing.flags.RunConfig, never stored."""
     puzzle: Union[ImageConfig, VideoConfig]
     model: Union[DiTConfig, UNetConfig]
     train: Any = field(default_factory=dict)   # train.TrainConfig, or its stored dict
     prediction: str = "x0"                   # network target: eps (paper) or x0
-    run: Any = field(default=None, compare=False)   # train.RunConfig of this process only: not in to_dict()
+    run: Any = field(default=None, compare=False)   # plumbing.flags.RunConfig: this process only, not stored
 
     @property
     def kind(self):

@@ -16,14 +16,15 @@ Not in the paper (the paper's own settings are the table of configs/paper.py).
 import argparse
 import math
 import os
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
+from typing import Optional
 
 from configs.paper import PAPER_ONLY
 from diffusion import PREDICTIONS
-from plumbing.checkpoint import load_checkpoint
+from plumbing.checkpoint import check_keys, load_checkpoint
 from plumbing.cli import PRECISIONS, UserError, loss_weight, positive, positive_float
 from puzzles import parse_grid
-from train import SCHEDULES, RunConfig, TrainConfig, learning_rate, train_settings
+from train import SCHEDULES, TrainConfig, learning_rate
 
 # settings a resumed run may change (each change is logged); any other flag that differs from the checkpoint is refused.
 # The stream stays the same: --data-dir and --vae may only name where the same files moved (train.training_files
@@ -32,13 +33,31 @@ RESUMABLE = ("max_steps", "ckpt_every", "eval_every", "eval_puzzles", "eval_step
 FIXED = ("model", "patch_size", "epochs", "curriculum", "paper")    # flags that shape a fresh run only: refused
 
 
+def train_settings(stored, path):
+    """The TrainConfig of a checkpoint's stored config.train dict (a resumed run), refusing, in one sentence naming
+    `path`, one whose settings do not fit this version."""
+    check_keys(stored, {f.name for f in fields(TrainConfig)}, "config.train", path=path)
+    return TrainConfig(**stored)
+
+
+@dataclass
+class RunConfig:
+    """How this process runs a training (the scripts' run flags of the same names); never stored in a checkpoint."""
+    out: str = "out/run"                     # ckpt.pt and log.txt
+    device: str = "auto"                     # auto (cuda, else mps, else cpu), cpu, cuda, cuda:N or mps
+    workers: int = 1                         # data-loading processes
+    compile: bool = False                    # torch.compile the model
+    init: Optional[str] = None               # fine-tune from this checkpoint's EMA weights
+    log_every: int = 50                      # read and log the losses every N steps
+
+
 def train_config(args):
     """The TrainConfig of the parsed flags (each field is the flag of the same name)."""
     return TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
 
 
 def run_config(args):
-    """How this process runs (plumbing.checkpoint.RunConfig), from the run flags."""
+    """How this process runs (RunConfig), from the run flags."""
     return RunConfig(out=args.out, device=args.device, workers=args.workers, compile=args.compile, init=args.init,
                      log_every=args.log_every)
 

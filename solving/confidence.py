@@ -44,6 +44,8 @@ import numpy as np
 import torch
 
 from metrics import assign_batch
+from plumbing.checkpoint import save_checkpoint
+from posenc import grid_table
 
 
 def margins(cost, positions):
@@ -193,3 +195,102 @@ def bag_seams(solver, batch, grid, seed):
         pos = assign_batch(solver.costs(bag, opts=opts)[0], solver.opts.assign)
         out[name] = seam_ratios(bag["content"].cpu().numpy(), pos, grid, (~bag["missing"]).cpu().numpy())
     return out
+
+
+def gather(solver, batch, pos, counted, grid, before):
+    """The confidence's evidence of a solved test batch (one more network call, Solver.mean_costs): evidence()'s four
+    parts, the puzzles' seam ratios and the puzzle of each counted piece (numbered after `before` puzzles). counted
+    (B, N): the pieces scored; grid: (rows, cols), videos (1, pieces)."""
+    keep, counted = (~batch["missing"]).cpu().numpy(), counted.cpu().numpy()
+    owner = np.nonzero(counted)[0] + before
+    return (*evidence(solver.mean_costs(batch).cpu().numpy(), pos, batch["true_pos"].cpu().numpy(), counted),
+            seam_ratios(batch["content"].cpu().numpy(), pos, grid, keep), owner)
+
+
+def reliability_of(solver, found):
+    """How a calibrated solver's confidence holds on scored puzzles (found: gather's parts, concatenated): per piece
+    and per puzzle the reliability rows and ECE, and the share of the puzzles taken for no puzzle (gated)."""
+    whole = solver.confidence(found[2], "puzzle", seam=found[4])
+    sure = {"piece": coherent(solver.confidence(found[0]), whole, owner=found[5]), "puzzle": whole}
+    return {"confidence": {part: dict(zip(("rows", "ece"), reliability(sure[part], ok)))
+                           for part, ok in (("piece", found[1]), ("puzzle", found[3]))},
+            "not_a_puzzle": float(solver.no_puzzle(found[4]).mean())}
+
+
+def calibrate(path, split, solver, found, bags):
+    """sample.py --calibrate: fit the confidence tables (fit) and the not-a-puzzle gate (fit_gate) on these val
+    puzzles' evidence (gather's parts; bags: bag_seams) and store them in checkpoint `path` (atomic rewrite);
+    sample.py and solve(pieces) then report probabilities of being right."""
+    table = {"piece": fit(*found[:2], chance=1 / len(solver.table)), "puzzle": fit(*found[2:4], bins=5),
+             "gate": fit_gate(found[4], found[3], bags), "split": split, "settings": solver.settings()}
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    save_checkpoint(path, {**ckpt, "calibration": table})
+    gate = table["gate"]
+    print(f"wrote the confidence tables into {path} (from {len(found[0])} pieces of {len(found[2])} val puzzles); "
+          + ("no not-a-puzzle gate: most real puzzles' seams match no better than unrelated pieces'" if not gate else
+             f"not a puzzle: seam ratio >= {gate['threshold']:.3f} (" + ", ".join(
+                 f"{k} bags {np.mean(v >= gate['threshold']):.0%}" for k, v in bags.items())
+             + f", real puzzles {np.mean(found[4] >= gate['threshold']):.0%}), then P(solved) {gate['accuracy']:.3f}"))
+    return table
+
+
+class Calibrated:
+    """The confidence's part of jpdvt.Solver (its base class): the evidence (mean_costs), whether the checkpoint's
+    tables describe a solve, and the probabilities they give. Reads the solver's opts, symmetries, config and
+    calibration (the tables sample.py --calibrate fitted: {"piece", "puzzle", "gate", "split", "settings"}, or
+    None)."""
+
+    def mean_costs(self, batch, given=None, grid=None):
+        """The costs of the posterior-mean estimate of the codes, with its own noise (the solve's stays as it was): the
+        evidence of the confidence (solving/confidence.py). An x0 model gives it in one call at t = T-1. An eps model's
+        x0 there divides its error by sqrt(alphabar) (about 0.0064), so its estimate is the x0 prediction halfway down
+        a DDIM-10 path (t = 444, sqrt(alphabar) about 0.36)."""
+        noise = torch.Generator(self.device).manual_seed(0)
+        if self.config.prediction == "x0":
+            opts = type(self.opts)(steps=1, sampler="ddim", generator=noise)     # a jpdvt.SampleOptions
+            return self.costs(batch, given=given, grid=grid, opts=opts, symmetries=1)[0]
+        halfway = {}                                          # step 5 of 10: the call at t = 444
+        self.costs(batch, given=given, callback=lambda i, x, x0: halfway.update(code=x0["code"]) if i == 5 else None,
+                   grid=grid, opts=type(self.opts)(steps=10, sampler="ddim", generator=noise), symmetries=1)
+        table = self.table if grid is None else grid_table(*grid).to(self.device)
+        code = halfway["code"].float()
+        return torch.cdist(code, table[None].float().expand(len(code), -1, -1))
+
+    def settings(self):
+        """What a confidence table depends on: the sampling options and the number of missing pieces."""
+        o = self.opts
+        return {"steps": o.steps, "sampler": o.sampler, "samples": o.samples, "assign": o.assign,
+                "missing": self.config.puzzle.missing, "symmetries": self.symmetries}
+
+    def differs(self, settings=None):
+        """{name: (fitted, now)} of the settings (default: the solver's) that differ from its confidence table's."""
+        fitted = self.calibration["settings"]
+        return {k: (fitted.get(k), v) for k, v in (settings or self.settings()).items() if fitted.get(k) != v}
+
+    def mismatch(self):
+        """The settings of the solver that differ from its confidence table's, as 'name: table -> solver' text."""
+        return ", ".join(f"{k}: {fitted} -> {now}" for k, (fitted, now) in self.differs().items())
+
+    def calibrated(self, settings=None):
+        """Is there a confidence table fitted with these settings (default: the solver's)? A table fitted with
+        other sampling options or another number of missing pieces does not describe this solve."""
+        return self.calibration is not None and not self.differs(settings)
+
+    def confidence(self, margin, part="piece", settings=None, seam=None):
+        """Probabilities of being right for margins (solving.confidence.probability), or None without a table fitted
+        with these settings (calibrated). part "puzzle" takes the puzzle's smallest piece margin and, where its seam
+        ratio (solving.confidence.seam_ratios) says it is no puzzle, is capped by the gate fitted on val. Callers then
+        raise pieces to their puzzle's probability (solving.confidence.coherent)."""
+        if not self.calibrated(settings):
+            return None
+        p = probability(self.calibration[part], margin)
+        if part != "puzzle":
+            return p
+        gate = self.calibration.get("gate")
+        return p if gate is None or seam is None else np.where(self.no_puzzle(seam), np.minimum(p, gate["accuracy"]), p)
+
+    def no_puzzle(self, seam):
+        """Do these seam ratios say "not one puzzle" (at or above the gate fitted on val)? False without a gate and
+        for NaN (no evidence)."""
+        gate = (self.calibration or {}).get("gate")
+        return np.asarray(seam) >= gate["threshold"] if gate else np.zeros(np.shape(seam), bool)

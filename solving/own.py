@@ -2,8 +2,9 @@
 Solving your own data with a trained checkpoint (sample.py's flags): a photo cut into a puzzle (--image), a clip cut
 into a temporal puzzle (--video), a folder of pieces nobody has solved (--pieces, --frames), and temporal
 super-resolution (--superres). The loaded checkpoint is a jpdvt.Solver; the bag itself (solving/bag.py) is what
-jpdvt.Solver.solve runs. Paper: the supplement's "Downstream Task: Temporal
-Super-resolution" (--superres); the rest is not in the paper (pieces of your own, pins, their confidence).
+jpdvt.Solver.solve runs. Also sample.py's checks of its flags (refuse_conflicts) and which puzzles it scores
+(test_settings). Paper: the supplement's "Downstream Task: Temporal Super-resolution" (--superres); the rest is not
+in the paper (pieces of your own, pins, their confidence).
 
     python sample.py --ckpt checkpoints/image-photos-3x3.pt --image photo.jpg --animate
     python sample.py --ckpt checkpoints/image-photos-3x3.pt --pieces my_pieces/          # solved.png, arrangement.json
@@ -18,6 +19,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+import jpdvt
 from plumbing.cli import UserError
 from posenc import grid_table
 from puzzles import (
@@ -32,7 +34,7 @@ from puzzles import (
 )
 from solving.animate import DISPLAY, Recorder, enlarge, puzzle_animation, solving_gif
 from solving.pictures import mark_cells, save_png, stack, video_row, write_rows
-from sources.files import fit_channels, fit_image, open_photo, read_video
+from sources.files import data_folder, fit_channels, fit_image, open_photo, read_video
 
 # ----------------------------------------------------------------------------
 # Your own photo or clip
@@ -263,3 +265,57 @@ def pieces_gif(path, rec, result, grid):
     gone = np.arange(len(result.cells)) >= n
     return solving_gif(path, rec, grid_table(*grid), grid=grid, final=result.cells, marked=gone,
                        tiles_at=lambda i: np.concatenate([result.tiles, enlarge(rec.content[i][n:], side)]))
+
+
+# ----------------------------------------------------------------------------
+# Which puzzles sample.py scores
+# ----------------------------------------------------------------------------
+
+def test_settings(args, puzzle):
+    """The checkpoint's puzzle settings with the flags that change them: --dataset, --data-dir (default: the training
+    run's, for its own dataset), --missing (default: the checkpoint's; 0 for --image and --video), --frame-stride
+    (videos)."""
+    dataset = args.dataset or puzzle.dataset
+    if dataset not in jpdvt.kind_of(puzzle).datasets:
+        raise UserError(f"--dataset {dataset} does not fit this {puzzle.kind} checkpoint; use one of "
+                        f"{', '.join(jpdvt.kind_of(puzzle).datasets)}")
+    own_dir = None
+    if dataset == puzzle.dataset and puzzle.data_dir and not args.data_dir:
+        own_dir = data_folder(puzzle.data_dir, args.ckpt)
+        if own_dir is None and not own_data(args):
+            raise UserError(f"{args.ckpt} was trained on {puzzle.data_dir}, which is found neither from here nor "
+                            "next to the checkpoint; pass --data-dir with that folder")
+    if getattr(puzzle, "vae", None):                           # a latent video model: its autoencoder folder
+        vae = args.vae or data_folder(puzzle.vae, args.ckpt)
+        if vae is None:
+            raise UserError(f"{args.ckpt} diffuses latents of the autoencoder {puzzle.vae}, which is found neither "
+                            "from here nor next to the checkpoint; pass --vae with that folder")
+        puzzle = replace(puzzle, vae=vae)
+    changes = {"dataset": dataset, "data_dir": args.data_dir or own_dir,
+               "missing": args.missing if args.missing is not None else (0 if own_data(args) else puzzle.missing)}
+    if args.frame_stride is not None and hasattr(puzzle, "frame_stride"):
+        changes["frame_stride"] = args.frame_stride
+    puzzle = replace(puzzle, **changes)
+    puzzle.check()
+    return puzzle
+
+
+def own_data(args):
+    """The flag of the user's own data, if any (--image, --video, --pieces, --frames)."""
+    return args.image or args.video or args.pieces or args.frames
+
+
+def refuse_conflicts(args):
+    """Refuse, in one sentence each, sample.py flags that cannot go together."""
+    if (args.symmetries or 1) > 1 and args.superres:
+        raise UserError("--symmetries mirrors pieces to place them, and --superres places none; drop --symmetries")
+    if (args.pin or args.grid) and not (args.pieces or args.frames):
+        raise UserError("--pin and --grid apply to a folder of pieces; add --pieces DIR (or --frames DIR)")
+    if args.calibrate and args.split != "val":
+        raise UserError("--calibrate fits the confidence on the val split (the test split is scored once); add "
+                        "--split val")
+    if args.animate and args.superres:
+        raise UserError("--animate draws pieces moving to their places, and --superres places none (every position is "
+                        "given); drop --animate")
+    if args.animate and args.repeats > 1:
+        raise UserError(f"--animate draws one solve, not {args.repeats} passes; drop --repeats or --animate")
