@@ -105,7 +105,7 @@ class DiTBlock(nn.Module):
 
 
 class FinalLayer(nn.Module):
-    """adaLN, then linear heads: pixels per token and a positional code per piece (tokens pooled)."""
+    """adaLN, then two heads: pixels per token (linear) and a positional code per piece (tokens pooled, an MLP)."""
 
     def __init__(self, dim, patch_pixels, code_dim):
         super().__init__()

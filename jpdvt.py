@@ -9,7 +9,7 @@ this file after posenc.py and diffusion.py; the networks are in dit.py and unet3
   piece, missing (B, N) bool}. Its diffusion state has two parts: "code", the positional code of every piece (the
   row of the position table at its true position), and "content", the pixels (or latents) of the pieces.
 - `given` (B, N) bool marks the pieces whose code the model is told (given_codes: the first piece of an anchored
-  puzzle; all of them in temporal super-resolution). For each part of each piece:
+  puzzle; temporal super-resolution passes its own: every given piece). For each part of each piece:
 
   | piece                 | code: noised, in the loss, put back each step | content: the same   | scored               |
   | --------------------- | --------------------------------------------- | ------------------- | -------------------- |

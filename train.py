@@ -52,7 +52,7 @@ class TrainConfig:
     weight_code: float = 1.0                 # loss weight of the positional codes
     weight_content: float = 0.1              # loss weight of missing pieces' content (a mean over the missing
                                              # entries of the batch, whatever their number)
-    precision: str = "auto"                  # autocast: auto (bf16 on CUDA, fp32 on CPU), fp32, bf16 or fp16
+    precision: str = "auto"                  # autocast: auto (bf16 on CUDA, fp32 on CPU, mps), fp32, bf16, fp16
     seed: int = 0                            # data stream, noise and initial weights
     ckpt_every: int = 500                    # write ckpt.pt every N steps
     eval_every: int = 500                    # held-out check every N steps (0: only at the end)

@@ -6,7 +6,7 @@ A built-in picture is cut into 9 shuffled pieces, one of them missing, and the f
 told); the shipped shapes model (checkpoints/image-shapes-3x3.pt; it trained without missing pieces or an anchor,
 so both are new to it here) computes one training loss on it, then solves it:
 the positional code of every other piece starts as noise, 50 reverse diffusion steps denoise it (and the missing
-piece's pixels), and each piece goes to the cell whose true code is nearest. Then read posenc.py, diffusion.py,
+piece's pixels), and the pieces get cells one to one by code distance (Hungarian). Then read posenc.py, diffusion.py,
 jpdvt.py (README, "How to read this code").
 
     python walkthrough.py          # no flags, a few seconds on a CPU

@@ -13,6 +13,7 @@ bench/recipes.py). Run it from the repository root:
     python -m bench ensemble-readme           # only the README's row of the ensemble sweep
     python -m bench one-call one-call-val     # only the one-call rows (--steps 1), then the samplers on val
     python -m bench confidence                # fit the shipped checkpoints' confidence on val, score it on test
+    python -m bench confidence not-a-puzzle --only image-photos-3x3      # the same for some checkpoints only
     python -m bench not-a-puzzle              # their not-a-puzzle gate on test: bags of unrelated pieces, noise
     python -m bench own-photos                # the photo model through jpdvt.load(...).solve: photos cut into files
     python -m bench paper-table               # the shipped Moving MNIST models on 1000 test clips (paper, Table 4)
@@ -29,10 +30,7 @@ import subprocess
 import sys
 import time
 
-import numpy as np
-from tqdm import tqdm
-
-import jpdvt
+from bench.baselines import image_baselines, video_baselines
 
 # `python -m bench` from the repository root puts the root on sys.path: the root modules (puzzles, metrics, ...)
 # are imported by their plain names
@@ -63,7 +61,6 @@ from bench.recipes import (
     VIDEO_BASELINES,
 )
 from bench.report import RESULTS, ROOT, load_results, render, save_result
-from puzzles import ImageConfig, VideoConfig
 
 # what `python -m bench NAME` runs besides recipes
 GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemble-readme", "one-call", "one-call-val",
@@ -158,63 +155,6 @@ def run_recipe(name, out_root, score_only=False, resume=False):
         save_result(f"{name}{' '.join(extra)}", {"group": "recipes", "command": shown(cmd),
                                                  "eval": shown(scmd), "train_minutes": minutes,
                                                  "metrics": m})
-
-
-# ----------------------------------------------------------------------------
-# Non-learned baselines, on the very test puzzles the recipes are scored on (test split, seed 1)
-# ----------------------------------------------------------------------------
-
-def image_baselines(dataset, data_dir, grid, piece, gap, missing, repeats, split="test"):
-    """Random order, edge dissimilarity and MGC (exhaustive placement up to 3x3) on the same puzzles of `split` as
-    the recipes: those of seeds 1 .. repeats (sample.py --seed 1 --repeats R), each pass weighing the same."""
-    from bench.baselines import IMAGE_SOLVERS, all_arrangements, random_positions, solve_image
-    from metrics import piece_accuracy, puzzle_accuracy
-    n = grid[0] * grid[1]
-    perms = all_arrangements(n) if n <= 9 else None
-    rng = np.random.default_rng(0)
-    preds, true, given = {name: [] for name in ["random", *IMAGE_SOLVERS]}, [], []
-    for seed in range(1, repeats + 1):
-        puzzles = jpdvt.kind_of(ImageConfig(dataset, data_dir, grid, piece, gap, missing)).puzzles(split, seed)
-        count = min(int(TEST_PUZZLES), len(puzzles))
-        for i in tqdm(range(count), desc=f"baselines {dataset} {grid[0]}x{grid[1]} (seed {seed})"):
-            it = puzzles[i]
-            pieces = ((it["content"].numpy() + 1) / 2).transpose(0, 2, 3, 1)         # (N, P, P, C) in [0, 1]
-            g = ~it["missing"].numpy()
-            preds["random"].append(np.where(g, random_positions(n, rng), -1))
-            for name in IMAGE_SOLVERS:
-                preds[name].append(solve_image(pieces, grid, name, perms, g))
-            true.append(it["true_pos"].numpy())
-            given.append(g)
-    where = "val " if split == "val" else ""
-    label = (f"{dataset} {where}{grid[0]}x{grid[1]} {piece}px" + (f" gap {gap}" if gap else "") +
-             (f" missing {missing}" if missing else "") + (f", {repeats} passes" if repeats > 1 else ""))
-    placement = "exhaustive" if perms is not None else "greedy"
-    for name, pred in preds.items():
-        save_result(f"baseline image {label}: {name}", {
-            "group": "baselines", "command": f"python -m bench baselines{where and '-val'} ({name}, {placement})",
-            "train_minutes": 0.0, "metrics": {"piece_acc": piece_accuracy(pred, true, given),
-                                              "puzzle_acc": puzzle_accuracy(pred, true, given),
-                                              "num_puzzles": count, "repeats": repeats}})
-
-
-def video_baselines(dataset, data_dir, pieces, fpp, size, num):
-    """Random order and nearest-neighbour frame chaining on the same test clips."""
-    from bench.baselines import chain_video, random_positions
-    from metrics import kendall_distance
-    test = jpdvt.kind_of(VideoConfig(dataset, data_dir, pieces, fpp, size)).puzzles("test", seed=1)
-    rng = np.random.default_rng(0)
-    preds, true = {"random": [], "nearest-neighbour chaining": []}, []
-    for i in tqdm(range(num), desc=f"baselines {dataset} {pieces}x{fpp}"):
-        it = test[i]
-        preds["nearest-neighbour chaining"].append(chain_video(it["content"].numpy()))
-        preds["random"].append(random_positions(pieces, rng, anchor_first=True))
-        true.append(it["true_pos"].numpy())
-    for name, pred in preds.items():
-        pred = np.stack(pred)
-        save_result(f"baseline video {dataset} {pieces}x{fpp} {size}px: {name}", {
-            "group": "baselines", "command": f"python -m bench baselines ({name})", "train_minutes": 0.0,
-            "metrics": {"kendall": float(np.mean(kendall_distance(pred, np.stack(true)))),
-                        "exact": float(np.mean((pred == np.stack(true)).all(1))), "num_puzzles": num}})
 
 
 # ----------------------------------------------------------------------------
@@ -355,7 +295,7 @@ def main(args):
         elif name == "symmetry":
             symmetry(args.out)
         elif name == "confidence":
-            confidence(args.out)
+            confidence(args.out, only=args.only)
         elif name == "paper-table":
             for ckpt in PAPER_TABLE:
                 out = os.path.join(args.out, f"paper-table-{ckpt}")
@@ -371,6 +311,8 @@ def main(args):
         elif name == "not-a-puzzle":
             from bench.not_a_puzzle import gate_on_test
             for ckpt, flags in CONFIDENCE:
+                if args.only and ckpt not in args.only:
+                    continue
                 metrics = gate_on_test(SHIPPED[ckpt], 8 if "photos" in ckpt else 1, int(TEST_PUZZLES))
                 if metrics:
                     save_result(f"not-a-puzzle {ckpt} test", {"group": "confidence", "train_minutes": 0.0,
@@ -410,6 +352,8 @@ if __name__ == "__main__":
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("names", nargs="*", help="recipes or groups to run (see --list)")
     p.add_argument("--list", action="store_true", help="list the benchmark names")
+    p.add_argument("--only", nargs="+", metavar="CKPT", choices=list(SHIPPED),
+                   help="confidence and not-a-puzzle: only these shipped checkpoints (names as in checkpoints/)")
     p.add_argument("--export", nargs=2, metavar=("SRC", "DST"), help="write SRC's EMA weights as a shippable DST")
     p.add_argument("--out", default="runs/bench", help="folder for the runs' checkpoints and samples")
     p.add_argument("--score-only", action="store_true",

@@ -13,13 +13,21 @@ Images (square pieces of known orientation, some possibly missing) are solved in
 
 Videos: `chain_video` links clips whose boundary frames are nearest. Everything is numpy only. Pieces are
 float (N, P, P, C) in [0, 1]; every solver returns positions (N,) int64, positions[i] = raster slot of piece i
-(-1 for a missing piece).
+(-1 for a missing piece). `image_baselines` and `video_baselines` score them on the recipes' test puzzles into
+bench/results.json (python -m bench baselines).
 """
 import functools
 import itertools
 import math
 
 import numpy as np
+from tqdm import tqdm
+
+import jpdvt
+from bench.recipes import TEST_PUZZLES
+from bench.report import save_result
+from metrics import kendall_distance, piece_accuracy, puzzle_accuracy
+from puzzles import ImageConfig, VideoConfig
 
 IMAGE_SOLVERS = {
     "edge": "edge dissimilarity: squared difference of the touching borders",
@@ -203,3 +211,56 @@ def random_positions(n, rng, anchor_first=False):
     if anchor_first:
         return np.concatenate([[0], 1 + rng.permutation(n - 1)]).astype(np.int64)
     return rng.permutation(n).astype(np.int64)
+
+
+# ----------------------------------------------------------------------------
+# Non-learned baselines, on the very test puzzles the recipes are scored on (test split, seed 1)
+# ----------------------------------------------------------------------------
+
+def image_baselines(dataset, data_dir, grid, piece, gap, missing, repeats, split="test"):
+    """Random order, edge dissimilarity and MGC (exhaustive placement up to 3x3) on the same puzzles of `split` as
+    the recipes: those of seeds 1 .. repeats (sample.py --seed 1 --repeats R), each pass weighing the same."""
+    n = grid[0] * grid[1]
+    perms = all_arrangements(n) if n <= 9 else None
+    rng = np.random.default_rng(0)
+    preds, true, given = {name: [] for name in ["random", *IMAGE_SOLVERS]}, [], []
+    for seed in range(1, repeats + 1):
+        puzzles = jpdvt.kind_of(ImageConfig(dataset, data_dir, grid, piece, gap, missing)).puzzles(split, seed)
+        count = min(int(TEST_PUZZLES), len(puzzles))
+        for i in tqdm(range(count), desc=f"baselines {dataset} {grid[0]}x{grid[1]} (seed {seed})"):
+            it = puzzles[i]
+            pieces = ((it["content"].numpy() + 1) / 2).transpose(0, 2, 3, 1)         # (N, P, P, C) in [0, 1]
+            g = ~it["missing"].numpy()
+            preds["random"].append(np.where(g, random_positions(n, rng), -1))
+            for name in IMAGE_SOLVERS:
+                preds[name].append(solve_image(pieces, grid, name, perms, g))
+            true.append(it["true_pos"].numpy())
+            given.append(g)
+    where = "val " if split == "val" else ""
+    label = (f"{dataset} {where}{grid[0]}x{grid[1]} {piece}px" + (f" gap {gap}" if gap else "") +
+             (f" missing {missing}" if missing else "") + (f", {repeats} passes" if repeats > 1 else ""))
+    placement = "exhaustive" if perms is not None else "greedy"
+    for name, pred in preds.items():
+        save_result(f"baseline image {label}: {name}", {
+            "group": "baselines", "command": f"python -m bench baselines{where and '-val'} ({name}, {placement})",
+            "train_minutes": 0.0, "metrics": {"piece_acc": piece_accuracy(pred, true, given),
+                                              "puzzle_acc": puzzle_accuracy(pred, true, given),
+                                              "num_puzzles": count, "repeats": repeats}})
+
+
+def video_baselines(dataset, data_dir, pieces, fpp, size, num):
+    """Random order and nearest-neighbour frame chaining on the same test clips."""
+    test = jpdvt.kind_of(VideoConfig(dataset, data_dir, pieces, fpp, size)).puzzles("test", seed=1)
+    rng = np.random.default_rng(0)
+    preds, true = {"random": [], "nearest-neighbour chaining": []}, []
+    for i in tqdm(range(num), desc=f"baselines {dataset} {pieces}x{fpp}"):
+        it = test[i]
+        preds["nearest-neighbour chaining"].append(chain_video(it["content"].numpy()))
+        preds["random"].append(random_positions(pieces, rng, anchor_first=True))
+        true.append(it["true_pos"].numpy())
+    for name, pred in preds.items():
+        pred = np.stack(pred)
+        save_result(f"baseline video {dataset} {pieces}x{fpp} {size}px: {name}", {
+            "group": "baselines", "command": f"python -m bench baselines ({name})", "train_minutes": 0.0,
+            "metrics": {"kendall": float(np.mean(kendall_distance(pred, np.stack(true)))),
+                        "exact": float(np.mean((pred == np.stack(true)).all(1))), "num_puzzles": num}})

@@ -304,7 +304,7 @@ TRANSFER = {f"image-photos-3x3-gap on shapes, missing {k}": ["--dataset", "shape
 # (name, sample.py flags of the README command)
 CONFIDENCE = [("image-shapes-3x3", ["--sampler", "ddim"]),              # (the sweep adds --seed 1)
               ("image-photos-3x3", ["--sampler", "ddim", *REPEATS]),
-              ("image-photos-3x3-gap", ["--missing", "0", "--samples", "32", *REPEATS]),
+              ("image-photos-3x3-gap", ["--sampler", "ddim", "--missing", "0", "--samples", "32", *REPEATS]),
               ("video-digits-5x4", ["--sampler", "ddim"]), ("video-mmnist-10x2", ["--sampler", "ddim"]),
               ("video-mmnist-5x4", ["--sampler", "ddim"])]
 

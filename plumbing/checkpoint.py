@@ -6,6 +6,7 @@ and the run's settings they hold. Not in the paper.
 - `Config`: puzzle (puzzles.ImageConfig / VideoConfig), model (dit.DiTConfig / unet3d.UNetConfig), prediction
   (what a checkpoint needs to rebuild its model and puzzles) and the training settings (train.TrainConfig, beside
   the loop); `run` (plumbing.flags.RunConfig): how this process runs, never stored.
+- `training_files`: the checkpoint's "data" record (which files a run trained on; a resume must keep them).
 - `save_checkpoint` writes atomically (temp file + rename), so a kill never leaves a broken file.
 - `load_checkpoint` reads with torch.load(weights_only=True), so a checkpoint can never run code, and turns its
   config dict back into a Config (refusing, in one sentence naming the file, one that does not fit).
@@ -115,16 +116,19 @@ def training_files(train_set, data_dir, before, resuming):
 
 PUZZLES = {"image": ImageConfig, "video": VideoConfig}
 MODELS = {"image": DiTConfig, "video": UNetConfig}
+# the fields of train.TrainConfig (a test keeps them equal), checked here so that loading needs no training code
+TRAIN_KEYS = ("batch_size", "lr", "warmup", "schedule", "max_steps", "ema_decay", "weight_code", "weight_content",
+              "precision", "seed", "ckpt_every", "eval_every", "eval_puzzles", "eval_steps")
 
 
 @dataclass
 class Config:
     """Everything a checkpoint needs to rebuild its model and its puzzles, the settings it trained with, and how this
     process runs. `train` is a train.TrainConfig while training; loaded from a checkpoint it is the plain dict stored
-    (only a resumed run reads it: plumbing.flags.train_settings); `run` is a plumbing.flags.RunConfig, never stored."""
+    (only a resumed run reads it, as a TrainConfig); `run` is a plumbing.flags.RunConfig, never stored."""
     puzzle: Union[ImageConfig, VideoConfig]
     model: Union[DiTConfig, UNetConfig]
-    train: Any = field(default_factory=dict)   # train.TrainConfig, or its stored dict
+    train: Any                               # train.TrainConfig, or its stored dict
     prediction: str = "x0"                   # network target: eps (paper) or x0
     run: Any = field(default=None, compare=False)   # plumbing.flags.RunConfig: this process only, not stored
 
@@ -146,9 +150,7 @@ class Config:
         parts = {"puzzle": PUZZLES[d["kind"]], "model": MODELS[d["kind"]]}
         check_keys(d, {"kind", "prediction", "train", *parts}, "config", path=path)
         typed = {k: typed_part(c, d[k], f"config.{k}", path=path) for k, c in parts.items()}
-        if not isinstance(d["train"], dict):
-            raise UserError(f"checkpoint {path} has a config.train that is not a dict; use a checkpoint written by "
-                            "this version")
+        check_keys(d["train"], set(TRAIN_KEYS), "config.train", path=path)
         return cls(prediction=d["prediction"], train=dict(d["train"]), **typed)
 
 

@@ -21,23 +21,17 @@ from typing import Optional
 
 from configs.paper import PAPER_ONLY
 from diffusion import PREDICTIONS
-from plumbing.checkpoint import check_keys, load_checkpoint
+from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import PRECISIONS, UserError, loss_weight, positive, positive_float
 from puzzles import parse_grid
 from train import SCHEDULES, TrainConfig, learning_rate
 
 # settings a resumed run may change (each change is logged); any other flag that differs from the checkpoint is refused.
-# The stream stays the same: --data-dir and --vae may only name where the same files moved (train.training_files
-# refuses a folder whose training files differ); --precision changes the arithmetic, not the stream
+# The stream stays the same: --data-dir and --vae may only name where the same files moved
+# (plumbing.checkpoint.training_files refuses a folder whose training files differ); --precision changes the
+# arithmetic, not the stream
 RESUMABLE = ("max_steps", "ckpt_every", "eval_every", "eval_puzzles", "eval_steps", "precision", "data_dir", "vae")
 FIXED = ("model", "patch_size", "epochs", "curriculum", "paper")    # flags that shape a fresh run only: refused
-
-
-def train_settings(stored, path):
-    """The TrainConfig of a checkpoint's stored config.train dict (a resumed run), refusing, in one sentence naming
-    `path`, one whose settings do not fit this version."""
-    check_keys(stored, {f.name for f in fields(TrainConfig)}, "config.train", path=path)
-    return TrainConfig(**stored)
 
 
 @dataclass
@@ -81,7 +75,7 @@ def start_run(args, defaults, kind, make_config):
     if args.out is None:
         args.out = os.path.dirname(os.path.abspath(args.resume))
     given = {k: getattr(args, k) for k in (*defaults, "paper") if getattr(args, k, None) is not None}
-    ckpt["config"].train = train_settings(ckpt["config"].train, args.resume)
+    ckpt["config"].train = TrainConfig(**ckpt["config"].train)          # stored as plain values
     config, notes = resumed(ckpt["config"], given, step=ckpt["step"])
     config.run = run_config(args)
     return config, ckpt, [f"resuming {args.resume} at step {ckpt['step']}", *notes]

@@ -1,13 +1,13 @@
 """
 How sure the solver is: each piece's probability of being in the right place, and the whole puzzle's.
 
-Not in the paper. One network call at t = T - 1 gives every piece's posterior-mean code (jpdvt.Solver.mean_costs;
-an eps model's estimate is the x0 prediction at t = 444 of a DDIM-10 path instead):
-where the model is sure, the mean sits on one cell's code; where two cells are plausible, it sits between them. A
-piece whose assigned position (by the sampler) is much nearer the mean than the next best is probably right; one
-whose two best positions are about as near is a coin toss. (The sampled codes themselves say little: a sample
-commits to one cell even when it is wrong; on the shapes val split their margins separate right from wrong pieces
-with an AUROC of 0.55, the mean's with 0.96: `python -m bench confidence-evidence`.) So:
+Not in the paper. One network call at t = T - 1 gives every piece's posterior-mean code (Calibrated.mean_costs, a
+method of jpdvt.Solver; an eps model's estimate is the x0 prediction at t = 444 of a DDIM-10 path instead): where the
+model is sure, the mean sits on one cell's code; where two cells are plausible, it sits between them. A piece whose
+assigned position (by the sampler) is much nearer the mean than the next best is probably right; one whose two best
+positions are about as near is a coin toss. (The sampled codes themselves say little: a sample commits to one cell
+even when it is wrong; on the shapes val split their margins separate right from wrong pieces with an AUROC of 0.55,
+the mean's with 0.96: `python -m bench confidence-evidence`.) So:
 - `margins`: per piece, the mean code's distance to the next-best position minus to the assigned one (in code
   units: neighbouring cells are 1.06 apart); per puzzle, its smallest piece margin.
 - `fit`: a calibration table, fitted on the val split: margins cut into bins of equal count, each bin's smoothed
@@ -18,6 +18,8 @@ with an AUROC of 0.55, the mean's with 0.96: `python -m bench confidence-evidenc
 - `probability`: a margin -> its bin's accuracy, interpolated between bin centres.
 - `reliability`: on another split (test), predicted against observed accuracy in bins, and the expected
   calibration error (ECE: the bins' |predicted - observed| weighted by their share of pieces).
+- sample.py's use: `gather` (a solved batch's evidence), `calibrate` (--calibrate: fit and store the tables),
+  `reliability_of` (a calibrated checkpoint on scored puzzles); `Calibrated`: the Solver's confidence methods.
 
     m = margins(cost, positions)                  # cost (B, N, P), positions (B, N) -> (B, N)
     table = fit(m.ravel(), correct.ravel())       # on val: {"margin": [...], "accuracy": [...]}
@@ -236,9 +238,9 @@ def calibrate(path, split, solver, found, bags):
 
 class Calibrated:
     """The confidence's part of jpdvt.Solver (its base class): the evidence (mean_costs), whether the checkpoint's
-    tables describe a solve, and the probabilities they give. Reads the solver's opts, symmetries, config and
-    calibration (the tables sample.py --calibrate fitted: {"piece", "puzzle", "gate", "split", "settings"}, or
-    None)."""
+    tables describe a solve, and the probabilities they give. Reads the solver's opts (a jpdvt.SampleOptions),
+    symmetries, config, device, table, costs() and calibration (the tables sample.py --calibrate fitted: {"piece",
+    "puzzle", "gate", "split", "settings"}, or None)."""
 
     def mean_costs(self, batch, given=None, grid=None):
         """The costs of the posterior-mean estimate of the codes, with its own noise (the solve's stays as it was): the

@@ -3,7 +3,7 @@ import importlib
 import json
 import re
 import sys
-from dataclasses import replace
+from dataclasses import asdict, fields, replace
 
 import numpy as np
 import pytest
@@ -15,10 +15,11 @@ import jpdvt
 from diffusion import GaussianDiffusion
 from dit import DiT, DiTConfig
 from jpdvt import given_codes, puzzle_loss
-from plumbing.checkpoint import Config, load_checkpoint, save_checkpoint
+from plumbing.checkpoint import TRAIN_KEYS, Config, load_checkpoint, save_checkpoint
 from plumbing.cli import UserError
 from puzzles import SPLITS, ImageConfig, ImagePuzzles, assemble, collate, cut_image, parse_grid, shuffle_pieces
 from sources.synthetic import shapes_image
+from train import TrainConfig
 from train_image import model_config
 
 # ----------------------------------------------------------------------------- puzzles
@@ -275,8 +276,12 @@ def test_torchrun_two_cpu_processes(tmp_path):
 
 
 def test_config_round_trip():
-    config = Config(puzzle=ImageConfig(grid=(2, 4), anchor=True), model=DiTConfig(piece_size=16))
-    assert Config.from_dict(config.to_dict(), "x.pt") == config
+    tc = TrainConfig(lr=3e-4, max_steps=7)
+    config = Config(puzzle=ImageConfig(grid=(2, 4), anchor=True), model=DiTConfig(piece_size=16), train=tc)
+    back = Config.from_dict(config.to_dict(), "x.pt")
+    assert (back.puzzle, back.model, back.prediction) == (config.puzzle, config.model, config.prediction)
+    assert back.train == asdict(tc) and TrainConfig(**back.train) == tc     # stored as plain values
+    assert TRAIN_KEYS == tuple(f.name for f in fields(TrainConfig))         # what loading checks, without train.py
 
 
 def test_shipped_shapes_model_records_one_picture_per_puzzle():
