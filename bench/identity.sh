@@ -10,6 +10,7 @@ $py sample.py --ckpt checkpoints/image-photos-3x3-gap.pt --missing 0 --samples 4
 $py sample.py --ckpt checkpoints/image-shapes-3x3.pt --seed 1 --sampler ddim --out $out/shapes > $out/shapes.log 2>&1
 $py sample.py --ckpt checkpoints/video-digits-5x4.pt --seed 1 --sampler ddim --out $out/digits > $out/digits.log 2>&1
 $py sample.py --ckpt checkpoints/video-mmnist-10x2.pt --seed 1 --sampler ddim --out $out/mmnist > $out/mmnist.log 2>&1
+$py sample.py --ckpt checkpoints/video-mmnist-5x4.pt --seed 1 --sampler ddim --out $out/mmnist5x4 > $out/mmnist5x4.log 2>&1
 OMP_NUM_THREADS=1 $py train_image.py --max-steps 400 --out $out/qs > $out/qs.log 2>&1
 $py -c "
 import torch,hashlib,sys

@@ -102,6 +102,13 @@ def test_a_test_folder_is_scored_when_no_val_split_can_be_formed(tmp_path, capsy
     shutil.copy(CHELSEA, tmp_path / "test" / "b.jpg")
     metrics = sample_run("--ckpt", PHOTOS_CKPT, "--dataset", "folder", "--data-dir", tmp_path, "--num-puzzles", 2,
                          "--steps", 2, "--out", tmp_path / "out")
+    assert metrics["num_puzzles"] == 2 and metrics["split_seen"] is None       # it trained on other files
+    assert "trained on 183 files that are not today's train split" in capsys.readouterr().out
+    ck = torch.load(PHOTOS_CKPT, weights_only=True)                           # a model that trained on val too
+    ck["data"] = {**ck["data"], "splits": ["train", "val"]}
+    torch.save(ck, tmp_path / "train-val.pt")
+    metrics = sample_run("--ckpt", tmp_path / "train-val.pt", "--dataset", "folder", "--data-dir", tmp_path,
+                         "--num-puzzles", 2, "--steps", 2, "--out", tmp_path / "out")
     assert metrics["num_puzzles"] == 2 and metrics["split_seen"] is None
     out = capsys.readouterr().out
     assert "cannot tell whether" in out and "train + val split it records cannot be formed" in out
