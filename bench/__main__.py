@@ -17,6 +17,7 @@ bench/recipes.py). Run it from the repository root:
     python -m bench not-a-puzzle              # their not-a-puzzle gate on test: bags of unrelated pieces, noise
     python -m bench own-photos                # the photo model through jpdvt.load(...).solve: photos cut into files
     python -m bench paper-table               # the shipped Moving MNIST models on 1000 test clips (paper, Table 4)
+    python -m bench missing-curve             # docs/video-mmnist-8x4-missing.png (paper, Figure 4(b))
     python -m bench                           # only rewrite bench/BENCHMARKS.md from bench/results.json
     python -m bench --score-only image-photos-3x3-mix   # score an earlier run's checkpoint again
     python -m bench --resume video-mmnist-10x2-batch32-lr5e-4-40k   # continue a run an earlier session left
@@ -64,9 +65,8 @@ from bench.report import RESULTS, ROOT, load_results, render, save_result
 
 # what `python -m bench NAME` runs besides recipes
 GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemble-readme", "one-call", "one-call-val",
-          "confidence", "not-a-puzzle", "own-photos", "paper-table", "confidence-evidence", "symmetry", "compute-val",
-          "compute-test",
-          "gpu-record", "transfer", "throughput", "loader", "loader-quickstart"]
+          "confidence", "not-a-puzzle", "own-photos", "paper-table", "missing-curve", "confidence-evidence", "symmetry",
+          "compute-val", "compute-test", "gpu-record", "transfer", "throughput", "loader", "loader-quickstart"]
 
 
 def sh(cmd):
@@ -302,6 +302,13 @@ def main(args):
                 scored("paper-table", f"paper-table {ckpt} test", [
                     "sample.py", "--ckpt", SHIPPED[ckpt], "--num-puzzles", PAPER_CLIPS, "--seed", "1", "--sampler",
                     "ddim", "--out", out])
+        elif name == "missing-curve":               # the paper's Figure 4(b): a picture of the 8 x 4 rows
+            from bench.plots import missing_curve
+            path = os.path.join(ROOT, "docs", "video-mmnist-8x4-missing.png")
+            for k, m in missing_curve(load_results(), path):
+                print(f"missing {k}: kendall {m['kendall']:.4f} (set {m['kendall_set']:.4f}), in order "
+                      f"{m['exact']:.1%} (set {m['exact_set']:.1%})")
+            print(f"wrote {path}")
         elif name == "own-photos":
             from bench.own_photos import own_photos
             for split in ("val", "test"):

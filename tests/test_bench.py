@@ -4,6 +4,9 @@ import json
 import os
 import shlex
 
+import pytest
+from PIL import Image
+
 import sample
 import train_image
 import train_video
@@ -55,3 +58,17 @@ def test_gpu_imagenet_folder_splits(tmp_path):
     count = {split: len(split_files(root, split, "imagenet", list_images, "images", IMAGE_EXTS))
              for split in ("train", "val", "test")}
     assert count == {"train": 6, "val": 2, "test": 3}
+
+
+def test_missing_curve_draws_the_rows(tmp_path):
+    """bench/plots.py draws the 8 x 4 missing-pieces rows (the paper's Figure 4(b)) as a picture."""
+    from bench.plots import CURVE, missing_curve
+    rows = {f"{CURVE}--missing {k}": {"metrics": {"kendall": 0.01 * k, "kendall_set": 0.005 * k,
+                                                  "exact": 1 - 0.1 * k, "exact_set": 1 - 0.05 * k}}
+            for k in range(5)}
+    points = missing_curve(rows, tmp_path / "curve.png")
+    assert [k for k, _ in points] == [0, 1, 2, 3, 4]
+    img = Image.open(tmp_path / "curve.png")
+    assert img.size == (760, 300) and len(set(img.getdata())) > 3          # lines drawn, not a blank picture
+    with pytest.raises(SystemExit, match="no rows"):
+        missing_curve({}, tmp_path / "none.png")
