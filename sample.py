@@ -114,7 +114,6 @@ def score_test_set(args, solver):
     found = [np.concatenate(part) for part in zip(*found)]   # piece margins, correct; puzzle margins, correct; seams;
     # the puzzle of each piece
     if args.calibrate:
-        bags = {k: np.concatenate([b[k] for b in bags if b]) for k in ("mixed", "noise")}
         metrics["calibration"] = calibrate(args.ckpt, args.split, solver, found, bags)
     elif solver.calibration is not None and not solver.calibrated():
         print(f"note: no confidence reported: the checkpoint's table was fitted with other settings "

@@ -72,3 +72,6 @@ def test_no_gate_where_real_seams_match_no_better_than_bags():
     bags = {"mixed": rng.uniform(0.6, 1.0, 100), "noise": rng.uniform(0.9, 1.1, 100)}
     real = rng.uniform(0.8, 1.1, 100)                      # pieces cut with gaps: seams about as good as unrelated
     assert fit_gate(real, np.ones(100, bool), bags) is None
+    real = rng.uniform(0.1, 0.5, 100)
+    real[:15] = 1.0                                        # 15% of real puzzles above the bags: it cannot tell
+    assert fit_gate(real, np.ones(100, bool), bags) is None and fit_gate(real, np.ones(100, bool), bags, most=0.2)
