@@ -34,9 +34,10 @@ from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import PRECISIONS, UserError, positive, resolve_device, run_cli
 from puzzles import DATASETS, FOLDER_DATASETS, VIDEO_DATASETS, collate, to_device
 from solving.animate import Recorder, puzzle_animation
-from solving.confidence import bag_seams, calibrate, gather, reliability_of
+from solving.confidence import calibrate, gather, reliability_of
 from solving.own import order_clip, refuse_conflicts, solve_photo, solve_pieces, superres, test_settings
 from solving.pictures import picture, save_pictures
+from solving.seams import bag_seams
 from sources.files import split_seen
 
 SCORED = {"test": "scored once, for the final figures", "val": "model selection"}
@@ -114,7 +115,7 @@ def score_test_set(args, solver):
     found = [np.concatenate(part) for part in zip(*found)]   # piece margins, correct; puzzle margins, correct; seams;
     # the puzzle of each piece
     if args.calibrate:
-        metrics["calibration"] = calibrate(args.ckpt, args.split, solver, found, bags)
+        metrics["calibration"] = calibrate(args.ckpt, args.split, solver, found, bags, per_pass=num)
     elif solver.calibration is not None and not solver.calibrated():
         print(f"note: no confidence reported: the checkpoint's table was fitted with other settings "
               f"({solver.mismatch()}); rerun --split val --calibrate with these")

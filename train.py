@@ -82,7 +82,7 @@ def train(config, train_set, eval_batch, ckpt=None, encode=None, notes=()):
     diffusion, table = GaussianDiffusion(1000, config.prediction), kind.table().to(device)
     weights = {"code": tc.weight_code, "content": tc.weight_content}
     encode = encode or (lambda batch: batch)
-    data = training_files(train_set, config.puzzle.data_dir, before, resuming=ckpt is not None)
+    data = training_files(train_set, config.puzzle, before, resuming=ckpt is not None)
     eval_batch = encode(to_device(eval_batch, device))
     log = Log(run.out, (rank, world), step=step, every=run.log_every, max_steps=tc.max_steps)
     for line in [*notes, f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {world} process(es) "

@@ -14,6 +14,8 @@ bench/recipes.py). Run it from the repository root:
     python -m bench one-call one-call-val     # only the one-call rows (--steps 1), then the samplers on val
     python -m bench confidence                # fit the shipped checkpoints' confidence on val, score it on test
     python -m bench confidence not-a-puzzle --only image-photos-3x3      # the same for some checkpoints only
+    python -m bench cross-fit --only image-photos-3x3    # how calibrate chose its tables, within val
+    python -m bench ece-bootstrap             # how far 39 test photos pin their test ECE down
     python -m bench not-a-puzzle              # their not-a-puzzle gate on test: bags of unrelated pieces, noise
     python -m bench own-photos                # the photo model through jpdvt.load(...).solve: photos cut into files
     python -m bench paper-table               # the shipped Moving MNIST models on 1000 test clips (paper, Table 4)
@@ -32,15 +34,16 @@ import sys
 import time
 
 from bench.baselines import image_baselines, video_baselines
+from bench.calibration import CONFIDENCE_GROUPS, confidence_rows
 
 # `python -m bench` from the repository root puts the root on sys.path: the root modules (puzzles, metrics, ...)
 # are imported by their plain names
 from bench.recipes import (
     ASSIGNMENTS,
     COMPUTE,
-    CONFIDENCE,
     ENSEMBLE_CKPTS,
     ENSEMBLE_README,
+    ESTIMATOR_VAL,
     IMAGE_BASELINES,
     IMAGE_VAL_BASELINES,
     ONE_CALL,
@@ -65,8 +68,9 @@ from bench.report import RESULTS, ROOT, load_results, render, save_result
 
 # what `python -m bench NAME` runs besides recipes
 GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemble-readme", "one-call", "one-call-val",
-          "confidence", "not-a-puzzle", "own-photos", "paper-table", "missing-curve", "confidence-evidence", "symmetry",
-          "compute-val", "compute-test", "gpu-record", "transfer", "throughput", "loader", "loader-quickstart"]
+          "estimator-val",
+          *CONFIDENCE_GROUPS, "paper-table", "missing-curve", "symmetry", "compute-val", "compute-test", "gpu-record",
+          "transfer", "throughput", "loader", "loader-quickstart"]
 
 
 def sh(cmd):
@@ -245,17 +249,6 @@ def record_gpu(path):
                                                   "train_minutes": 0.0, "metrics": m})
 
 
-def confidence(out_root, only=None):
-    """Issue 28.3: fit each shipped checkpoint's confidence on val (its README command's settings, --calibrate
-    writes the tables into the checkpoint), then score the test split with the same settings: reliability and ECE.
-    only: the names of CONFIDENCE to do (default: all)."""
-    for name, flags in CONFIDENCE:
-        if only and name not in only:
-            continue
-        for split, extra in (("val (calibrate)", ["--split", "val", "--calibrate"]), ("test", [])):
-            sweep("confidence", SHIPPED[name], {f"{name} {split}": [*flags, *extra]}, out_root)
-
-
 def export(src, dst):
     """A shippable checkpoint: config and EMA weights only (checkpoint.export_checkpoint)."""
     from plumbing.checkpoint import export_checkpoint
@@ -270,7 +263,9 @@ def main(args):
         print("\n".join(list(RECIPES) + GROUPS))
         return
     for name in args.names:
-        if name in RECIPES:
+        if name in CONFIDENCE_GROUPS:                   # the confidence's rows: bench/calibration.py
+            confidence_rows(name, args.only, args.out, sweep)
+        elif name in RECIPES:
             run_recipe(name, args.out, args.score_only, args.resume)
         elif name in ("compute-val", "compute-test"):
             compute(args.out, name.split("-")[1])
@@ -294,8 +289,6 @@ def main(args):
             ensemble_readme(args.out)
         elif name == "symmetry":
             symmetry(args.out)
-        elif name == "confidence":
-            confidence(args.out, only=args.only)
         elif name == "paper-table":
             for ckpt in PAPER_TABLE:
                 out = os.path.join(args.out, f"paper-table-{ckpt}")
@@ -309,33 +302,14 @@ def main(args):
                 print(f"missing {k}: kendall {m['kendall']:.4f} (set {m['kendall_set']:.4f}), in order "
                       f"{m['exact']:.1%} (set {m['exact_set']:.1%})")
             print(f"wrote {path}")
-        elif name == "own-photos":
-            from bench.own_photos import own_photos
-            for split in ("val", "test"):
-                save_result(f"own-photos image-photos-3x3 {split}", {
-                    "group": "confidence", "train_minutes": 0.0, "command": shown(["-m", "bench", "own-photos"]),
-                    "metrics": own_photos(SHIPPED["image-photos-3x3"], split)})
-        elif name == "not-a-puzzle":
-            from bench.not_a_puzzle import gate_on_test
-            for ckpt, flags in CONFIDENCE:
-                if args.only and ckpt not in args.only:
-                    continue
-                metrics = gate_on_test(SHIPPED[ckpt], 8 if "photos" in ckpt else 1, int(TEST_PUZZLES))
-                if metrics:
-                    save_result(f"not-a-puzzle {ckpt} test", {"group": "confidence", "train_minutes": 0.0,
-                                "command": shown(["-m", "bench", "not-a-puzzle"]), "metrics": metrics})
-        elif name == "confidence-evidence":
-            from bench.evidence import auroc_of_margins
-            for ckpt, passes in (("image-shapes-3x3", 1), ("image-photos-3x3-gap", 8)):
-                save_result(f"confidence evidence {ckpt} val", {"group": "confidence", "train_minutes": 0.0,
-                            "command": shown(["-m", "bench", "confidence-evidence"]),
-                            "metrics": auroc_of_margins(SHIPPED[ckpt], "val", passes, int(TEST_PUZZLES))})
         elif name == "ensemble-readme":             # only the README row of the ensemble sweep
             ensemble_readme(args.out)
         elif name == "one-call":                    # only the one-call rows of the sweeps above and the video rows
             one_call(args.out)
         elif name == "one-call-val":
             one_call_val(args.out)
+        elif name == "estimator-val":
+            sweep("estimator-val", SHIPPED["video-mmnist-10x2"], ESTIMATOR_VAL, args.out)
         elif name == "transfer":
             sweep("transfer", "checkpoints/image-photos-3x3-gap.pt", TRANSFER, args.out)
         elif name == "throughput":

@@ -1,7 +1,7 @@
 """
 Is it one puzzle, on test (python -m bench not-a-puzzle): each shipped checkpoint whose confidence is calibrated
 (sample.py --split val --calibrate; a gate where val's seams could fit one) solves its test puzzles and, from the
-same puzzles, as many bags that are no puzzle of each kind (solving/confidence.py: not_a_puzzle: each piece from
+same puzzles, as many bags that are no puzzle of each kind (solving/seams.py: not_a_puzzle: each piece from
 another puzzle; noise), with its table's settings. Rows: the share of each kind of bag whose puzzle confidence is at
 most 0.05, the share of real puzzles the gate holds back, the mean puzzle confidence of each, and the AUROC of real
 puzzles against bags by puzzle confidence and by the seam ratio alone.
@@ -14,7 +14,8 @@ import jpdvt
 from jpdvt import given_codes
 from metrics import assign_batch
 from puzzles import collate, to_device
-from solving.confidence import margins, not_a_puzzle, seam_ratios
+from solving.confidence import margins
+from solving.seams import not_a_puzzle, seam_ratios
 
 
 def auroc(high, low):
@@ -27,10 +28,10 @@ def gate_on_test(ckpt, passes, puzzles, batch_size=50):
     """The rows' metrics for checkpoint `ckpt` on `passes` passes over at most `puzzles` test puzzles (None for a
     checkpoint without a gate)."""
     solver = jpdvt.load(ckpt, device="cpu")
-    table = solver.calibration
-    if not table or "gate" not in table:
+    if not solver.calibration or 0 not in solver.calibration["tables"]:
         return None                                        # not calibrated: python -m bench confidence
-    solver.config.puzzle.missing = table["settings"]["missing"]
+    solver.config.puzzle.missing = 0
+    table = solver.confidence_tables()
     kind = jpdvt.kind_of(solver.config)
     puzzle = solver.config.puzzle
     grid = puzzle.grid if puzzle.kind == "image" else (1, puzzle.pieces)
@@ -47,7 +48,7 @@ def gate_on_test(ckpt, passes, puzzles, batch_size=50):
                 counted = (~given_codes(b, kind.anchored) & ~b["missing"]).cpu().numpy()
                 smallest = np.where(counted, margins(solver.mean_costs(b).cpu().numpy(), pos), np.inf).min(-1)
                 seam = seam_ratios(b["content"].cpu().numpy(), pos, grid, (~b["missing"]).cpu().numpy())
-                conf[name] += list(solver.confidence(smallest, part="puzzle", seam=seam))
+                conf[name] += list(solver.confidence(smallest, smallest, seam=seam)[1])
                 seams[name] += list(seam)
     real = np.array(conf["real"])
     return {"threshold": (table["gate"] or {}).get("threshold"), "puzzles": len(real),

@@ -147,6 +147,11 @@ RECIPES = {
                                                       "6000", "--max-steps", "12000"], [[]]),
     "video-mmnist-20x1-lr5e-4": ("train_video.py", with_flag(MMNIST, "--lr", "5e-4") + [
         "--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3", "6000", "--max-steps", "12000"], [[]]),
+    # the 5 x 4 fix (batch 32, lr 5e-4) on 20 x 1, 16000 steps (issue 38)
+    "video-mmnist-20x1-batch32-lr5e-4": ("train_video.py", with_flag(with_flag(MMNIST, "--lr", "5e-4"), "--eval-every",
+                                                                     "2000") + [
+        "--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3", "6000", "--batch-size", "32",
+        "--max-steps", "16000"], [[]]),
     "video-mmnist-5x4": ("train_video.py", MMNIST_5X4 + ["--curriculum", "3", "2000", "--max-steps", "10000"], [[]]),
     # the same with more puzzles per step (batch 32: as many positional codes per step as 10 x 2 at batch 16)
     "video-mmnist-5x4-batch32": ("train_video.py", MMNIST_5X4 + ["--curriculum", "3", "2000", "--batch-size", "32",
@@ -288,6 +293,10 @@ TRAINED_ON_VAL = " (trained on val)"
 ONE_CALL_VAL = [("image-shapes-3x3", REPEATS, ""), ("video-digits-5x4", [], ""), ("video-mmnist-10x2", [], ""),
                 ("image-photos-3x3", REPEATS, TRAINED_ON_VAL),
                 ("image-photos-3x3-gap", ["--missing", "0", *REPEATS], TRAINED_ON_VAL)]
+# issue 38's estimator lever on the shipped 10 x 2 model, on val: K samples per clip of sample.py's default DDPM-50
+# (better than DDIM-50 there at K = 1: one-call-val rows), assigned on their mean distance (python -m bench
+# estimator-val)
+ESTIMATOR_VAL = {f"video-mmnist-10x2 ddpm-50 x{k}": ["--split", "val", "--samples", str(k)] for k in (4, 8)}
 # and the README's figure for the shipped gap model, its command as typed there: sample.py's defaults (DDPM-50,
 # --seed 0: seeds 0-7), 32 samples, 8 passes (`python -m bench ensemble-readme` runs only this row)
 # (row name, checkpoint, sample.py flags, --out folder under the bench's --out)
@@ -307,6 +316,12 @@ CONFIDENCE = [("image-shapes-3x3", ["--sampler", "ddim"]),              # (the s
               ("image-photos-3x3-gap", ["--sampler", "ddim", "--missing", "0", "--samples", "32", *REPEATS]),
               ("video-digits-5x4", ["--sampler", "ddim"]), ("video-mmnist-10x2", ["--sampler", "ddim"]),
               ("video-mmnist-5x4", ["--sampler", "ddim"])]
+# val passes of the fit where they differ from the test rows': the photo model's tables on 32 passes of its 22 val
+# photos (python -m bench cross-fit, raised 10 / 10: half the photos' held-out ECE 0.021 / 0.122 fitted on 8 passes,
+# 0.011 / 0.067 on 32); the gap model keeps 8 (32 samples a puzzle)
+VAL_PASSES = {"image-photos-3x3": ["--repeats", "32"]}
+# the gap model's tables for 1, 2 and 3 missing pieces too (sample.py --pieces with 6 to 8 pieces)
+CONFIDENCE_MISSING = {"image-photos-3x3-gap": [1, 2, 3]}
 
 # compute (issue 29 lever 4, issue 30.3): the shipped photo recipe's flags at 10x the batch (640) on a lent H200
 # (bench/gpu.py: about 11 steps/s with 15 loader processes, so 2342 steps = 1.5M puzzles in 3.8 minutes, as many as the

@@ -54,7 +54,14 @@ def values(m):
     decimals."""
     conf = m.get("confidence") or {}
     shown = {k: str(m[k]) if type(m[k]) is int else f"{m[k]:.4g}" for k in KEYS if k in m}
-    return shown | {f"{part} ECE": f"{conf[part]['ece']:.3f}" for part in ("piece", "puzzle") if part in conf}
+    ece = {part: conf[part]["ece"] for part in ("piece", "puzzle") if part in conf} | m.get("ece", {})
+    if "chosen" in m:                                     # cross-fit rows: the choice and its held-out val ECE
+        shown["chosen"] = " ".join(map(str, m["chosen"]))
+        ece = dict(zip(("piece", "puzzle"), m["chosen_ece"]))
+    if "bootstrap" in m:                                  # ece-bootstrap rows: 2.5-97.5% over the pictures
+        shown["ECE 95% range"] = " / ".join(f"{m['bootstrap'][p][0]:.3f}-{m['bootstrap'][p][2]:.3f}"
+                                            for p in ("piece", "puzzle"))
+    return shown | {f"{part} ECE": f"{e:.3f}" for part, e in ece.items()}
 
 
 def fmt(m):
@@ -75,9 +82,9 @@ GROUPS = {
                 "`python -m bench sampler` (the steps-1 row: `python -m bench one-call`)"),
     "one-call": ("One network call (`--steps 1`) on the video recipe rows' test clips (shipped checkpoints)",
                  "`python -m bench one-call`"),
-    "confidence": ("Confidence (issue 28.3): tables fitted on val (`--calibrate`; the photo models trained on val), "
-                   "then reliability and ECE on test, each shipped checkpoint's README settings",
-                   "`python -m bench confidence` (the evidence rows: `python -m bench confidence-evidence`)"),
+    "confidence": ("Confidence: tables fitted on val (`--calibrate`), then ECE on test with each shipped "
+                   "checkpoint's README settings (the previous tables' rows: commit 583ecc8)",
+                   "`python -m bench confidence cross-fit ece-bootstrap not-a-puzzle own-photos confidence-evidence`"),
     "one-call val": ("sample.py's default chosen on val: one call, DDIM-50, DDPM-50 (val split, `--seed 1`; image "
                      "rows 8 passes; photo rows trained on val)", "`python -m bench one-call-val`"),
     "assign": ("Assignment: Hungarian (default) against the paper's greedy rule, same sampled codes",
@@ -85,6 +92,8 @@ GROUPS = {
     "ensemble": ("Ensembles: K samples of the codes per puzzle, assigned on their mean distance",
                  "`python -m bench ensemble` (the README row alone: `python -m bench ensemble-readme`; the steps-1 "
                  "rows: `python -m bench one-call`)"),
+    "estimator-val": ("The estimator on val (issue 38): K samples per clip of the shipped 10 x 2 model, 200 val clips",
+                      "`python -m bench estimator-val`"),
     "transfer": ("The shipped photo gap model on built-in shapes (24 px pieces in 32 px cells)",
                  "`python -m bench transfer`"),
     "throughput": ("Throughput (DiT on 3x3 puzzles, U-Net on 5 x 4 or 8 x 4 pieces; batch as listed)",
@@ -125,7 +134,8 @@ def table(rows, first, recipes=None, own_commands=False):
     (recipe rows, named RECIPE--FLAGS), a recipe's evaluations share its name, training minutes and machine, given on
     its first line; with own_commands, each row's command (the hand-run rows)."""
     shown = {k: values(v["metrics"]) for k, v in rows.items()}
-    cols = [c for c in KEYS + ["piece ECE", "puzzle ECE"] if any(c in s for s in shown.values())]
+    cols = [c for c in KEYS + ["chosen", "piece ECE", "puzzle ECE", "ECE 95% range"]
+            if any(c in s for s in shown.values())]
     trained = any(v["train_minutes"] for v in rows.values())
     counted = any("num_puzzles" in v["metrics"] for v in rows.values())
     head = [first] + ["evaluation"] * bool(recipes) + cols + ["n"] * counted + ["train min"] * trained + ["machine"]

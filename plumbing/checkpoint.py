@@ -30,6 +30,7 @@ from dit import DiTConfig
 from plumbing.cli import UserError
 from puzzles import ImageConfig, VideoConfig
 from sources.files import fingerprint
+from sources.vae import folder_digest
 from unet3d import UNetConfig
 
 
@@ -93,14 +94,21 @@ def export_checkpoint(src, dst):
     return os.path.getsize(dst) / 2 ** 20
 
 
-def training_files(train_set, data_dir, before, resuming):
+def training_files(train_set, puzzle, before, resuming):
     """The checkpoint's "data": which files of a folder dataset the weights trained on (sources.files.fingerprint; None
-    for built-in streams and Moving MNIST, split by construction), with the record of the run they continue
-    ("before": --init's) when it differs. A resumed run must train on the files it trained on, and keeps its record."""
-    files = getattr(train_set, "files", None)
+    for built-in streams and Moving MNIST, split by construction) and, for latent models, which autoencoder made the
+    latents ("vae": sources.vae.folder_digest), with the record of the run they continue ("before": --init's) when it
+    differs. A resumed run must train on the files and the autoencoder it trained on, and keeps its record."""
+    files, data_dir, vae = getattr(train_set, "files", None), puzzle.data_dir, getattr(puzzle, "vae", None)
     data = fingerprint(files, data_dir, splits=["train"]) if files else None
+    if vae:
+        data = {**(data or {"splits": [], "files": 0, "digest": None}), "vae": folder_digest(vae)}
+        if resuming and before and before.get("vae", data["vae"]) != data["vae"]:
+            raise UserError(f"--vae {vae} holds another autoencoder than the one the checkpoint trained with: a "
+                            "resumed run keeps its training stream; pass that autoencoder's folder, or start a new run "
+                            "from its weights with --init")
     if resuming and before and data and before.get("digest") == data["digest"]:
-        return before                                # the same files: the record (with its --init's) as it was
+        return {**before, **({"vae": data["vae"]} if vae else {})}   # the same files: the record as it was
     if resuming and before and data:
         raise UserError(f"--data-dir {data_dir} holds other training files ({data['files']}) than the checkpoint "
                         f"trained on ({before.get('files')}): a resumed run keeps its training stream; pass the folder "

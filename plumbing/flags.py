@@ -28,8 +28,8 @@ from train import SCHEDULES, TrainConfig, learning_rate
 
 # settings a resumed run may change (each change is logged); any other flag that differs from the checkpoint is refused.
 # The stream stays the same: --data-dir and --vae may only name where the same files moved
-# (plumbing.checkpoint.training_files refuses a folder whose training files differ); --precision changes the
-# arithmetic, not the stream
+# (plumbing.checkpoint.training_files refuses a folder whose training files, or autoencoder files, differ);
+# --precision changes the arithmetic, not the stream
 RESUMABLE = ("max_steps", "ckpt_every", "eval_every", "eval_puzzles", "eval_steps", "precision", "data_dir", "vae")
 FIXED = ("model", "patch_size", "epochs", "curriculum", "paper")    # flags that shape a fresh run only: refused
 

@@ -18,8 +18,9 @@ from metrics import assign
 from plumbing.cli import UserError
 from puzzles import assemble, video_tensor
 from solving.animate import DISPLAY, enlarge
-from solving.confidence import coherent, margins, seam_ratios
+from solving.confidence import margins
 from solving.pictures import mark_cells
+from solving.seams import seam_ratios
 from sources.files import as_image, clip_frames, piece_pixels
 
 FAR = 1e6                         # a cost no assignment takes: pinned pieces' other cells, others' pinned cells
@@ -38,6 +39,7 @@ class Result:
     tiles: np.ndarray              # images: the given pieces at the picture's resolution (N, S, S, 3) in [0, 1]
     seam: float = float("nan")     # how well placed neighbours' edges match (about 1: no better than unrelated pieces;
     #                                NaN: too few given neighbours to tell)
+    not_one_puzzle: bool = False   # calibrated solves: the seam ratio at or above the gate fitted on val
 
 
 
@@ -69,15 +71,13 @@ def solve_image_bag(solver, pieces, pins, grid=None, callback=None):
     pos = assign(cost, solver.opts.assign)
     margin = margins(solver.mean_costs(batch, given=given, grid=grid).cpu().numpy(), pos[None])[0][:n]
     settings = {**solver.settings(), "missing": cells - n} if grid == tuple(puzzle.grid) else None
-    conf = solver.confidence(margin, settings=settings) if settings else None
+    free = ~pinned[:n]
+    seam = seam_ratios(batch["content"].cpu().numpy(), pos[None], grid, keep=(np.arange(cells) < n)[None])[0]
+    conf, whole = (solver.confidence(margin, margin[free].min() if free.any() else np.inf, seam=seam,
+                                     settings=settings) if settings else (None, None))
     if conf is not None:
         conf[pinned[:n]] = 1.0                                 # told, not found
-    free = margin[~pinned[:n]]
-    seam = seam_ratios(batch["content"].cpu().numpy(), pos[None], grid, keep=(np.arange(cells) < n)[None])[0]
-    whole = (solver.confidence(free.min(), part="puzzle", settings=settings, seam=seam) if settings and len(free)
-             else None)
-    whole = 1.0 if conf is not None and not len(free) else whole
-    conf = coherent(conf, whole)
+        whole = whole if free.any() else 1.0
     show = int(min(DISPLAY, max(side, np.median([min(im.size) for im in images]))))   # the pieces' own pixels
     tiles = np.stack([piece_pixels(im, show, name) for name, im in zip(names, images)])
     every = np.concatenate([tiles, enlarge(generated[0, n:], show, smooth=True)])
@@ -85,6 +85,7 @@ def solve_image_bag(solver, pieces, pins, grid=None, callback=None):
     return Result(positions=np.stack(divmod(pos[:n], grid[1]), axis=1), confidence=conf,
                   puzzle_confidence=None if whole is None else float(whole),
                   image=Image.fromarray((img * 255).round().astype(np.uint8)), margins=margin, seam=float(seam),
+                  not_one_puzzle=bool(conf is not None and free.any() and solver.no_puzzle(seam, settings)),
                   generated=np.stack(divmod(pos[n:], grid[1]), axis=1), cells=pos, tiles=tiles)
 
 
@@ -110,13 +111,12 @@ def order_clips(solver, clips, pins):
     slots[order], mine[order] = pos, margin
     settings = {**solver.settings(), "missing": 0}                         # every piece given
     seam = seam_ratios(batch["content"].cpu().numpy(), pos[None], (1, len(clips)), keep=np.ones((1, len(clips)), bool))
-    conf = solver.confidence(mine, settings=settings)
-    whole = solver.confidence(margin[1:].min(), part="puzzle", settings=settings, seam=seam[0])
-    conf = coherent(conf, whole)
+    conf, whole = solver.confidence(mine, margin[1:].min(), seam=seam[0], settings=settings)
     if conf is not None:
         conf[first] = 1.0
     return Result(positions=slots, confidence=conf, puzzle_confidence=None if whole is None else float(whole),
                   image=None, margins=mine, seam=float(seam[0]), generated=np.zeros((0, 2), int), cells=slots,
+                  not_one_puzzle=bool(conf is not None and solver.no_puzzle(seam[0], settings)),
                   tiles=None)
 
 

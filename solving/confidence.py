@@ -12,9 +12,14 @@ the mean's with 0.96: `python -m bench confidence-evidence`.) So:
   units: neighbouring cells are 1.06 apart); per puzzle, its smallest piece margin.
 - `fit`: a calibration table, fitted on the val split: margins cut into bins of equal count, each bin's smoothed
   accuracy (never 0 or 1), chance one neighbour distance below the first bin (see fit), made non-decreasing (a
-  larger margin never means less likely right). Stored in the checkpoint with the settings it was fitted with (only
-  those solves report it). The puzzle's table reads its smallest piece margin; `coherent` then raises each piece to
-  at least its puzzle's probability, so that all pieces right is never likelier than the least sure one.
+  larger margin never means less likely right). For each number of missing pieces a puzzle table (of its smallest
+  piece margin) and a piece table, stored in the checkpoint with the sampling settings they were fitted with (only
+  those solves report them). A piece's probability (`piece_probability`) is never below its puzzle's (all pieces
+  right is never likelier than the least sure one), made one of two ways (WAYS): "unsolved", P(puzzle) + (1 -
+  P(puzzle)) * table(margin), the table fitted on the pieces of unsolved val puzzles (with every cell taken, a wrong
+  piece has a wrong partner, so a sure piece of an unsure puzzle is less likely right), or "raised", the table of
+  every piece raised to P(puzzle). `choose` picks the way and the bins by cross-fitting within val (half the
+  pictures fit, the other half score; a near tie keeps "raised"; python -m bench cross-fit shows the choices).
 - `probability`: a margin -> its bin's accuracy, interpolated between bin centres.
 - `reliability`: on another split (test), predicted against observed accuracy in bins, and the expected
   calibration error (ECE: the bins' |predicted - observed| weighted by their share of pieces).
@@ -26,29 +31,22 @@ the mean's with 0.96: `python -m bench confidence-evidence`.) So:
     p = probability(table, m)                     # (B, N) in [0, 1]
     rows, ece = reliability(p.ravel(), correct.ravel())
 
-Is it one puzzle at all? The margins read the model, which can be sure of an arrangement of pieces cut from nine
-different pictures. The pieces' own pixels say more: in a solved puzzle, the facing edges of neighbours match far
-better than an edge matches the other pieces' edges; in a bag of unrelated pieces or of noise, no better.
-- `seam_ratios`: per puzzle, the median over its seams of (edge distance to the placed neighbour) / (median edge
-  distance to the other pieces); images: the right / left columns and bottom / top rows; videos: a piece's last
-  frame against the next piece's first. About 0.1-0.4 for solved gapless puzzles (up to about 1 with 8 px gaps),
-  about 1 for bags that are no puzzle; NaN (no evidence) with fewer than 3 given pieces or 2 seams.
-- `not_a_puzzle`: from a batch of real puzzles, bags that are no puzzle: each piece from another puzzle, and noise.
-- `fit_gate`: on val, the seam ratio above which 95% of each kind of bag lies; above it a bag is taken for no
-  puzzle, and the solver caps its puzzle probability at what val shows there: real puzzles solved over everything
-  above it, val's two bags per real puzzle included (so that prior sets it). Known weak spots: seams of flat or
-  low-texture pictures match everything about equally (ratio near 1), and slow-moving video seams separate less;
-  where more than 10% of the real val puzzles lie above it too (pieces cut with gaps), no gate is fitted.
+Is it one puzzle at all? solving/seams.py (the seam ratio and the not-a-puzzle gate).
 """
-from dataclasses import replace
 
 import numpy as np
 import torch
 
-from metrics import assign_batch
 from plumbing.checkpoint import save_checkpoint
 from plumbing.cli import UserError
 from posenc import grid_table
+from solving.seams import fit_gate, seam_ratios
+
+# what calibrate chooses from, by cross-fitting within val (choose): how a piece's probability is made
+# (piece_probability) and the bins of the piece and puzzle tables
+WAYS = {"unsolved": "P(puzzle) + (1 - P(puzzle)) * table(margin), the table fitted on pieces of unsolved puzzles",
+        "raised": "table(margin), the table fitted on every piece, raised to P(puzzle)"}
+BINS = (5, 10)
 
 
 def margins(cost, positions):
@@ -72,12 +70,69 @@ def evidence(cost, positions, true_pos, counted):
     return m[counted], ok[counted], smallest, (ok | ~counted).all(-1)
 
 
-def coherent(piece, puzzle, owner=None):
-    """Each piece's probability raised to at least its puzzle's (owner: the puzzle of each piece; None: one puzzle):
-    P(this piece right) >= P(every piece right), so a puzzle's confidence never exceeds its least sure piece's."""
-    if piece is None or puzzle is None:
-        return piece
-    return np.maximum(piece, np.asarray(puzzle)[owner] if owner is not None else puzzle)
+def piece_probability(tables, margin, puzzle, owner=None):
+    """Each piece's probability of being right from its margin and its puzzle's probability `puzzle` (owner: the
+    puzzle of each piece; None: one puzzle), the way tables["way"] says (WAYS). Never below the puzzle's: a puzzle is
+    never surer than its least sure piece."""
+    whole = np.asarray(puzzle, dtype=np.float64)
+    whole = whole[owner] if owner is not None else whole
+    p = probability(tables["piece"], margin)
+    return whole + (1 - whole) * p if tables["way"] == "unsolved" else np.maximum(p, whole)
+
+
+def fit_tables(found, chance, way, piece_bins, puzzle_bins):
+    """The piece and puzzle tables of evidence `found` (gather's parts) made `way` (WAYS), with these bins; "unsolved"
+    with no unsolved puzzle to fit on is made "raised"."""
+    unsolved = ~found[3][found[5]]
+    way = way if unsolved.any() else "raised"
+    piece = (found[0][unsolved], found[1][unsolved]) if way == "unsolved" else found[:2]
+    return {"way": way, "piece": fit(*piece, bins=piece_bins, chance=chance),
+            "puzzle": fit(found[2], found[3], bins=puzzle_bins)}
+
+
+def capped(whole, seam, gate):
+    """Puzzle probabilities `whole`, capped by the not-a-puzzle gate (solving/seams.py: fit_gate; None: no gate) where
+    the seam ratio is at or above its threshold (never for NaN, no evidence)."""
+    if gate is None or seam is None:
+        return whole
+    return np.where(np.asarray(seam) >= gate["threshold"], np.minimum(whole, gate["accuracy"]), whole)
+
+
+def subset(found, keep):
+    """The evidence of the puzzles `keep` (bool per puzzle), the pieces' puzzles renumbered."""
+    index, mine = np.cumsum(keep) - 1, keep[found[5]]
+    return [found[0][mine], found[1][mine], found[2][keep], found[3][keep], found[4][keep], index[found[5][mine]]]
+
+
+def cross_fit(found, picture, chance, candidates, gate=None, splits=5, usable=None):
+    """{(way, piece bins, puzzle bins): (2 * splits, 2) array of held-out (piece ECE, puzzle ECE)}: the pictures
+    (`picture`: each puzzle's) split into halves `splits` times, each candidate fitted on one half (its `usable`
+    puzzles, default all) and scored on the other, both ways round, with `gate` applied as a solve applies it."""
+    rng, pictures = np.random.default_rng(0), np.unique(picture)
+    ece, usable = {c: [] for c in candidates}, np.ones(len(picture), bool) if usable is None else usable
+    for _ in range(splits):
+        half = np.isin(picture, rng.permutation(pictures)[:len(pictures) // 2])
+        for fold in (half, ~half):
+            train, held = subset(found, fold & usable), subset(found, ~fold)
+            for c in candidates:
+                tables = fit_tables(train, chance, *c)
+                whole = capped(probability(tables["puzzle"], held[2]), held[4], gate)
+                piece = piece_probability(tables, held[0], whole, held[5])
+                ece[c].append((reliability(piece, held[1])[1], reliability(whole, held[3])[1]))
+    return {c: np.array(v) for c, v in ece.items()}
+
+
+def choose(found, picture, chance, gate=None):
+    """(way, piece bins, puzzle bins) by cross_fit within val: the puzzle bins of the lowest mean held-out puzzle
+    ECE; with them, each way's piece bins of the lowest piece ECE; "unsolved" only where its piece ECE is below
+    "raised"'s by more than one standard error of their paired difference over the held-out halves (a near tie keeps
+    the simpler way)."""
+    scores = cross_fit(found, picture, chance, [(w, p, z) for w in WAYS for p in BINS for z in BINS], gate)
+    puzzle = min(BINS, key=lambda z: min(s[:, 1].mean() for c, s in scores.items() if c[2] == z))
+    best = {w: min((c for c in scores if c[0] == w and c[2] == puzzle), key=lambda c: scores[c][:, 0].mean())
+            for w in WAYS}
+    gain = scores[best["raised"]][:, 0] - scores[best["unsolved"]][:, 0]
+    return best["unsolved"] if gain.mean() > gain.std(ddof=1) / np.sqrt(len(gain)) else best["raised"]
 
 
 def fit(margin, correct, bins=10, chance=0.0):
@@ -122,86 +177,6 @@ def reliability(prob, correct, bins=10):
     return rows, float(ece)
 
 
-def edges(content, video):
-    """[(row step, column step, outgoing edges (B, N, ...), incoming edges (B, N, ...))] of pieces `content`: images
-    (B, N, C, S, S) have a right / left and a bottom / top seam; videos (B, N, F, C, H, W), in one row of time slots,
-    have a last-frame / first-frame seam."""
-    if video:
-        return [(0, 1, content[:, :, -1], content[:, :, 0])]
-    return [(0, 1, content[..., -1], content[..., 0]), (1, 0, content[..., -1, :], content[..., 0, :])]
-
-
-def seam_ratios(content, cells, grid, keep):
-    """(B,) not-a-puzzle evidence of solved puzzles: content (B, N, ...) in the model's layout, cells (B, N) the
-    assigned cells (videos: slots), grid (rows, cols) (videos: (1, N)), keep (B, N) the pieces with content (not
-    generated). NaN (no evidence) where a puzzle has fewer than three given pieces or two seams between them."""
-    content = np.asarray(content, dtype=np.float32)
-    out = np.full(len(content), np.nan)
-    for b in range(len(content)):
-        given = np.flatnonzero(keep[b])
-        at = {int(cells[b, i]): i for i in given}
-        ratios = []
-        for dr, dc, outgoing, incoming in edges(content[b:b + 1], video=content.ndim == 6):
-            o = outgoing[0, given].reshape(len(given), -1)
-            d = np.abs(o[:, None] - incoming[0, given].reshape(len(given), -1)[None]).mean(-1)   # (G, G)
-            for a, i in enumerate(given):
-                r, c = divmod(int(cells[b, i]), grid[1])
-                j = at.get((r + dr) * grid[1] + c + dc) if r + dr < grid[0] and c + dc < grid[1] else None
-                if j is None or len(given) < 3:
-                    continue
-                k = int(np.flatnonzero(given == j)[0])
-                others = np.delete(d[a], [a, k])
-                ratios.append(d[a, k] / (np.median(others) + 1e-6))
-        if len(ratios) >= 2:
-            out[b] = float(np.median(ratios))
-    return out
-
-
-def not_a_puzzle(batch, generator):
-    """Two batches shaped like `batch` that are no puzzle: piece k of bag b taken from puzzle b + k (a random piece
-    with content, so B >= N gives N different pictures), and pieces of uniform noise in [-1, 1]."""
-    content, keep = batch["content"], ~batch["missing"]
-    count, pieces = keep.shape
-    mixed = content.clone()
-    for b in range(count):
-        for k in range(pieces):
-            src = (b + k) % count
-            choices = torch.nonzero(keep[src]).flatten()
-            pick = choices[torch.randint(len(choices), (1,), generator=generator)].item()
-            mixed[b, k] = content[src, pick]
-    noise = torch.rand(content.shape, generator=generator) * 2 - 1
-    return {**batch, "content": mixed}, {**batch, "content": noise.to(content.device)}
-
-
-def fit_gate(real, real_ok, bags, share=0.95, most=0.1):
-    """The seam ratio above which `share` of each kind of not-a-puzzle val bag lies (bags: {kind: ratios}), and the
-    probability of a solved puzzle above it: (real puzzles solved there + 1) / (everything there + 2). None where
-    more than `most` of the real puzzles lie above it too (0.1: twice the share of bags it lets through): then it
-    would hold back real puzzles, not bags that are no puzzle (pieces cut with gaps: the shipped gap model's val
-    photos put 45% there)."""
-    real, real_ok = np.asarray(real), np.asarray(real_ok, dtype=bool)
-    threshold = min(float(np.nanquantile(r, 1 - share)) for r in bags.values())
-    above = real >= threshold
-    if above.mean() > most:
-        return None
-    fakes = sum(int((np.asarray(r) >= threshold).sum()) for r in bags.values())
-    return {"threshold": threshold, "accuracy": float((real_ok[above].sum() + 1) / (above.sum() + fakes + 2))}
-
-
-def bag_seams(solver, batch, grid, seed):
-    """{kind: seam ratios} of bags that are no puzzle (not_a_puzzle, from this batch) solved as puzzles by `solver`
-    (a jpdvt.Solver), with noise of their own (`seed`): the solver's own noise stays as it was (sample.py
-    --calibrate). None for a batch of fewer puzzles than pieces (its bags would repeat pictures)."""
-    if len(batch["content"]) < batch["content"].shape[1]:
-        return None
-    opts = replace(solver.opts, generator=torch.Generator(solver.device).manual_seed(seed))
-    out = {}
-    for name, bag in zip(("mixed", "noise"), not_a_puzzle(batch, torch.Generator().manual_seed(seed))):
-        pos = assign_batch(solver.costs(bag, opts=opts)[0], solver.opts.assign)
-        out[name] = seam_ratios(bag["content"].cpu().numpy(), pos, grid, (~bag["missing"]).cpu().numpy())
-    return out
-
-
 def gather(solver, batch, pos, counted, grid, before):
     """The confidence's evidence of a solved test batch (one more network call, Solver.mean_costs): evidence()'s four
     parts, the puzzles' seam ratios and the puzzle of each counted piece (numbered after `before` puzzles). counted
@@ -215,52 +190,78 @@ def gather(solver, batch, pos, counted, grid, before):
 def reliability_of(solver, found):
     """How a calibrated solver's confidence holds on scored puzzles (found: gather's parts, concatenated): per piece
     and per puzzle the reliability rows and ECE, and the share of the puzzles taken for no puzzle (gated)."""
-    whole = solver.confidence(found[2], "puzzle", seam=found[4])
-    sure = {"piece": coherent(solver.confidence(found[0]), whole, owner=found[5]), "puzzle": whole}
-    return {"confidence": {part: dict(zip(("rows", "ece"), reliability(sure[part], ok)))
-                           for part, ok in (("piece", found[1]), ("puzzle", found[3]))},
+    piece, whole = solver.confidence(found[0], found[2], seam=found[4], owner=found[5])
+    return {"confidence": {part: dict(zip(("rows", "ece"), reliability(p, ok)))
+                           for part, p, ok in (("piece", piece, found[1]), ("puzzle", whole, found[3]))},
             "real_gated": float(solver.no_puzzle(found[4]).mean())}
 
 
-def calibrate(path, split, solver, found, bags):
+def calibrate(path, split, solver, found, bags, per_pass):
     """sample.py --calibrate: fit the confidence tables (fit) and the not-a-puzzle gate (fit_gate) on these val
-    puzzles' evidence (gather's parts; bags: each batch's bag_seams) and store them in checkpoint `path` (atomic
-    rewrite); sample.py and solve(pieces) then report probabilities of being right."""
+    puzzles' evidence (gather's parts; bags: each batch's bag_seams; per_pass: puzzles per pass: puzzle g is item
+    g % per_pass of the split, the same picture in every pass for a folder of photos, a fresh one for generated
+    puzzles, which then group by index only), made the way and with the bins `choose` finds, for the solve's number
+    of missing pieces, and store them in checkpoint `path` (atomic rewrite) beside the tables of other numbers of
+    missing pieces fitted with the same sampling settings; sample.py and solve(pieces) then report probabilities."""
     if not any(bags):
         raise UserError(f"--calibrate makes bags that are no puzzle from batches of at least as many puzzles as pieces "
                         f"({solver.table.shape[0]}); raise --batch-size and --num-puzzles to at least that")
     bags = {k: np.concatenate([b[k] for b in bags if b]) for k in ("mixed", "noise")}
-    table = {"piece": fit(*found[:2], chance=1 / len(solver.table)), "puzzle": fit(*found[2:4], bins=5),
-             "gate": fit_gate(found[4], found[3], bags), "split": split, "settings": solver.settings()}
+    if per_pass < 4:
+        raise UserError(f"--calibrate chooses how to fit by cross-fitting on halves of the val pictures, and "
+                        f"{per_pass} are too few; raise --num-puzzles to at least 4")
+    chance, gate = 1 / len(solver.table), fit_gate(found[4], found[3], bags)
+    how = choose(found, np.arange(len(found[2])) % per_pass, chance, gate)
+    tables = {**fit_tables(found, chance, *how), "gate": gate}
+    sampling = solver.settings()
+    missing = sampling.pop("missing")
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    save_checkpoint(path, {**ckpt, "calibration": table})
-    gate = table["gate"]
-    print(f"wrote the confidence tables into {path} (from {len(found[0])} pieces of {len(found[2])} val puzzles); "
+    old = ckpt.get("calibration") or {}                  # as it is now: another run may have added a table
+    kept = old.get("tables", {}) if (old.get("settings"), old.get("split")) == (sampling, split) else {}
+    calibration = {"split": split, "settings": sampling, "tables": {**kept, missing: tables}}
+    save_checkpoint(path, {**ckpt, "calibration": calibration})
+    gate = tables["gate"]
+    print(f"wrote the confidence tables for {missing} missing pieces into {path} (from {len(found[0])} pieces of "
+          f"{len(found[2])} val puzzles; chosen by cross-fitting: {how[0]}, {how[1]} / {how[2]} bins; tables of "
+          f"{sorted(calibration['tables'])} missing now); "
           + ("no not-a-puzzle gate: most real puzzles' seams match no better than unrelated pieces'" if not gate else
              f"not a puzzle: seam ratio >= {gate['threshold']:.3f} (" + ", ".join(
                  f"{k} bags {np.mean(v >= gate['threshold']):.0%}" for k, v in bags.items())
              + f", real puzzles {np.mean(found[4] >= gate['threshold']):.0%}), then P(solved) {gate['accuracy']:.3f}"))
-    return table
+    return calibration
+
+
+class Halfway(Exception):
+    """Stops an eps model's DDIM-10 path once its evidence (the x0 prediction at t = 444) is in (mean_costs)."""
 
 
 class Calibrated:
     """The confidence's part of jpdvt.Solver (its base class): the evidence (mean_costs), whether the checkpoint's
     tables describe a solve, and the probabilities they give. Reads the solver's opts (a jpdvt.SampleOptions),
-    symmetries, config, device, table, costs() and calibration (the tables sample.py --calibrate fitted: {"piece",
-    "puzzle", "gate", "split", "settings"}, or None)."""
+    symmetries, config, device, table, costs() and calibration (what sample.py --calibrate fitted: {"split",
+    "settings": the sampling settings, "tables": {number of missing pieces: {"way", "piece", "puzzle", "gate"}}}, or
+    None)."""
 
     def mean_costs(self, batch, given=None, grid=None):
         """The costs of the posterior-mean estimate of the codes, with its own noise (the solve's stays as it was): the
         evidence of the confidence (solving/confidence.py). An x0 model gives it in one call at t = T-1. An eps model's
         x0 there divides its error by sqrt(alphabar) (about 0.0064), so its estimate is the x0 prediction halfway down
-        a DDIM-10 path (t = 444, sqrt(alphabar) about 0.36)."""
+        a DDIM-10 path (t = 444, sqrt(alphabar) about 0.36), the path stopped there."""
         noise = torch.Generator(self.device).manual_seed(0)
         if self.config.prediction == "x0":
             opts = type(self.opts)(steps=1, sampler="ddim", generator=noise)     # a jpdvt.SampleOptions
             return self.costs(batch, given=given, grid=grid, opts=opts, symmetries=1)[0]
         halfway = {}                                          # step 5 of 10: the call at t = 444
-        self.costs(batch, given=given, callback=lambda i, x, x0: halfway.update(code=x0["code"]) if i == 5 else None,
-                   grid=grid, opts=type(self.opts)(steps=10, sampler="ddim", generator=noise), symmetries=1)
+
+        def stop(i, x, x0):
+            if i == 5:
+                halfway.update(code=x0["code"])
+                raise Halfway
+        try:
+            self.costs(batch, given=given, callback=stop, grid=grid, symmetries=1,
+                       opts=type(self.opts)(steps=10, sampler="ddim", generator=noise))
+        except Halfway:
+            pass
         table = self.table if grid is None else grid_table(*grid).to(self.device)
         code = halfway["code"].float()
         return torch.cdist(code, table[None].float().expand(len(code), -1, -1))
@@ -269,37 +270,45 @@ class Calibrated:
         """What a confidence table depends on: the sampling options and the number of missing pieces."""
         o = self.opts
         return {"steps": o.steps, "sampler": o.sampler, "samples": o.samples, "assign": o.assign,
-                "missing": self.config.puzzle.missing, "symmetries": self.symmetries}
+                "symmetries": self.symmetries, "missing": self.config.puzzle.missing}
 
     def differs(self, settings=None):
-        """{name: (fitted, now)} of the settings (default: the solver's) that differ from its confidence table's."""
-        fitted = self.calibration["settings"]
-        return {k: (fitted.get(k), v) for k, v in (settings or self.settings()).items() if fitted.get(k) != v}
+        """{name: (fitted, now)} of the settings (default: the solver's) that no table of the checkpoint was fitted
+        with (missing: the numbers of missing pieces with a table)."""
+        now, cal = settings or self.settings(), self.calibration
+        fitted = {**cal["settings"], "missing": sorted(cal["tables"])}
+        out = {k: (fitted.get(k), v) for k, v in now.items() if k != "missing" and fitted.get(k) != v}
+        return out | ({} if now["missing"] in cal["tables"] else {"missing": (fitted["missing"], now["missing"])})
 
-    def mismatch(self):
-        """The settings of the solver that differ from its confidence table's, as 'name: table -> solver' text."""
-        return ", ".join(f"{k}: {fitted} -> {now}" for k, (fitted, now) in self.differs().items())
+    def mismatch(self, settings=None):
+        """The settings (default: the solver's) that differ from its confidence tables', as 'name: tables -> now'."""
+        return ", ".join(f"{k}: {fitted} -> {now}" for k, (fitted, now) in self.differs(settings).items())
+
+    def confidence_tables(self, settings=None):
+        """The confidence tables fitted with these settings (default: the solver's): {"piece", "puzzle", "gate"}, or
+        None (a table fitted with other sampling options or another number of missing pieces does not describe this
+        solve)."""
+        if self.calibration is None or self.differs(settings):
+            return None
+        return self.calibration["tables"][(settings or self.settings())["missing"]]
 
     def calibrated(self, settings=None):
-        """Is there a confidence table fitted with these settings (default: the solver's)? A table fitted with
-        other sampling options or another number of missing pieces does not describe this solve."""
-        return self.calibration is not None and not self.differs(settings)
+        """Is there a confidence table fitted with these settings (default: the solver's)?"""
+        return self.confidence_tables(settings) is not None
 
-    def confidence(self, margin, part="piece", settings=None, seam=None):
-        """Probabilities of being right for margins (solving.confidence.probability), or None without a table fitted
-        with these settings (calibrated). part "puzzle" takes the puzzle's smallest piece margin and, where its seam
-        ratio (solving.confidence.seam_ratios) says it is no puzzle, is capped by the gate fitted on val. Callers then
-        raise pieces to their puzzle's probability (solving.confidence.coherent)."""
-        if not self.calibrated(settings):
-            return None
-        p = probability(self.calibration[part], margin)
-        if part != "puzzle":
-            return p
-        gate = self.calibration.get("gate")
-        return p if gate is None or seam is None else np.where(self.no_puzzle(seam), np.minimum(p, gate["accuracy"]), p)
+    def confidence(self, margin, smallest, seam=None, owner=None, settings=None):
+        """(piece, puzzle) probabilities of being right, or (None, None) without tables fitted with these settings:
+        the puzzle's from its smallest piece margin, capped by the gate fitted on val where its seam ratio
+        (solving/seams.py) says it is no puzzle (capped); each piece's by piece_probability from that (owner: the
+        puzzle of each piece), so a gated puzzle's pieces are not capped: "raised" keeps their own table's value."""
+        tables = self.confidence_tables(settings)
+        if tables is None:
+            return None, None
+        whole = capped(probability(tables["puzzle"], smallest), seam, tables["gate"])
+        return piece_probability(tables, margin, whole, owner), whole
 
-    def no_puzzle(self, seam):
+    def no_puzzle(self, seam, settings=None):
         """Do these seam ratios say "not one puzzle" (at or above the gate fitted on val)? False without a gate and
         for NaN (no evidence)."""
-        gate = (self.calibration or {}).get("gate")
+        gate = (self.confidence_tables(settings) or {}).get("gate")
         return np.asarray(seam) >= gate["threshold"] if gate else np.zeros(np.shape(seam), bool)

@@ -227,8 +227,10 @@ def solve_pieces(args, solver):
         print(f"note: {cells - len(names)} empty cell(s), and this model trained without missing pieces: their "
               "content is not generated (grey), and its placement of the others is untested")
     if solver.calibration is not None and result.confidence is None:
-        print(f"note: no confidence: the checkpoint's table was fitted with other settings ({solver.mismatch()}), "
-              "or another grid or number of empty cells")
+        why = solver.mismatch({**solver.settings(), "missing": 0 if video else cells - len(names)})
+        print("note: no confidence: " + (f"the checkpoint's tables were fitted with other settings ({why}); rerun "
+                                         "--split val --calibrate with these" if why else
+                                         "its tables describe the model's own grid only"))
     if video:
         order = [names[i] for i in np.argsort(result.positions)]
         report = {"pieces": {n: {"slot": int(s), "confidence": c and float(c)}
@@ -240,10 +242,10 @@ def solve_pieces(args, solver):
                   "grid": list(grid or solver.config.puzzle.grid), "generated_cells": result.generated.tolist()}
         path = os.path.join(args.out, "arrangement.json")
         result.image.save(os.path.join(args.out, "solved.png"))
-    odd = result.puzzle_confidence is not None and bool(solver.no_puzzle(result.seam))     # calibrated solves only
+    odd = result.not_one_puzzle                                                              # calibrated solves only
     if odd:
         print(f"note: the placed pieces' edges match each other no better than unrelated pieces do (seam ratio "
-              f"{result.seam:.2f}, at or above {solver.calibration['gate']['threshold']:.2f}): probably not one puzzle")
+              f"{result.seam:.2f}, at or above the gate fitted on val): probably not one puzzle")
     seam = None if np.isnan(result.seam) else result.seam                                   # NaN: no evidence
     report.update(puzzle_confidence=result.puzzle_confidence, seam_ratio=seam, not_a_puzzle=odd, ckpt=args.ckpt,
                   steps=args.steps, sampler=args.sampler, samples=args.samples, symmetries=args.symmetries,

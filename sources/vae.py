@@ -11,6 +11,7 @@ diffusers package is optional and only needed with --vae.
     frames = codec.decode(latents)      # back to pixels, for pictures
 """
 import functools
+import hashlib
 import os
 
 import torch
@@ -74,3 +75,19 @@ class VaeCodec:
 def load_codec(folder):
     """The VaeCodec of `folder`, loaded once per process (train_video.py needs its channels, then the codec)."""
     return VaeCodec(folder)
+
+
+WEIGHTS = (".json", ".safetensors", ".bin")          # an autoencoder folder's config and weights
+
+
+def folder_digest(folder):
+    """sha256 of an autoencoder folder's config and weight files (names and bytes; not caches or other files): what a
+    checkpoint records of the autoencoder its latents came from, so that a resumed run can tell a moved folder from
+    another autoencoder."""
+    h = hashlib.sha256()
+    for name in sorted(n for n in os.listdir(folder) if n.endswith(WEIGHTS) and not n.startswith(".")):
+        h.update(name.encode() + b"\0")
+        with open(os.path.join(folder, name), "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()

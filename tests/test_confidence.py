@@ -1,12 +1,14 @@
 """Is it one puzzle? The seam evidence on real photos cut into pieces (docs/photos), on pieces of different photos
-and on noise, and the gate fitted from it (solving/confidence.py)."""
+and on noise, and the gate fitted from it (solving/seams.py)."""
 import numpy as np
 import pytest
 import torch
 from conftest import CHELSEA, COFFEE
 from PIL import Image
 
-from solving.confidence import fit, fit_gate, not_a_puzzle, probability, seam_ratios
+from plumbing.cli import UserError
+from solving.confidence import fit, probability
+from solving.seams import fit_gate, not_a_puzzle, seam_ratios
 from sources.files import fit_image
 
 
@@ -75,3 +77,38 @@ def test_no_gate_where_real_seams_match_no_better_than_bags():
     real = rng.uniform(0.1, 0.5, 100)
     real[:15] = 1.0                                        # 15% of real puzzles above the bags: it cannot tell
     assert fit_gate(real, np.ones(100, bool), bags) is None and fit_gate(real, np.ones(100, bool), bags, most=0.2)
+
+
+def test_calibrate_chooses_by_cross_fitting_within_val():
+    """A puzzle that is not solved has a swapped pair its model is sure of and one piece it is not sure of: a sure
+    piece of an unsure puzzle is then right far less often than a sure piece of a sure one. Held out, the 'unsolved'
+    way (a table of unsolved puzzles' pieces) is better calibrated than every piece's table raised to the puzzle's,
+    and choose() picks it."""
+    from solving.confidence import BINS, WAYS, choose, cross_fit
+    rng = np.random.default_rng(0)
+    solved = rng.random(600) < 0.6
+    right = np.where(solved[:, None], True, np.array([False, False, True, True])[None])      # (600, 4)
+    margin = rng.uniform(0.5, 1.5, (600, 4))
+    margin[~solved, 2] = rng.uniform(0.0, 0.3, (~solved).sum())        # the unsure piece of an unsolved puzzle
+    found = [margin.ravel(), right.ravel(), margin.min(1), solved, np.full(600, np.nan), np.repeat(np.arange(600), 4)]
+    picture = np.arange(600) % 100
+    scores = cross_fit(found, picture, 0.25, [(w, 10, 5) for w in WAYS])             # (halves, (piece, puzzle))
+    assert scores[("unsolved", 10, 5)][:, 0].mean() < scores[("raised", 10, 5)][:, 0].mean() - 0.05, scores
+    way, piece_bins, puzzle_bins = choose(found, picture, 0.25)
+    assert way == "unsolved" and piece_bins in BINS and puzzle_bins in BINS
+
+
+def test_a_near_tie_keeps_the_raised_way_and_too_few_pictures_are_refused():
+    """Where the pieces of unsolved puzzles behave like every other piece, 'unsolved' gains nothing held out: the
+    simpler 'raised' way is kept. calibrate cross-fits on halves of the pictures and refuses fewer than four."""
+    from solving.confidence import calibrate, choose
+    rng = np.random.default_rng(1)
+    margin = rng.uniform(0, 1.5, (600, 4))
+    right = rng.random((600, 4)) < 0.3 + 0.45 * margin                   # right by margin alone, not by puzzle
+    found = [margin.ravel(), right.ravel(), margin.min(1), right.all(1), np.full(600, np.nan),
+             np.repeat(np.arange(600), 4)]
+    assert choose(found, np.arange(600) % 100, 0.25)[0] == "raised"
+    bags = [{"mixed": np.ones(3), "noise": np.ones(3)}]
+    with pytest.raises(UserError, match=r"^--calibrate chooses how to fit by cross-fitting on halves of the val "
+                                        r"pictures, and 3 are too few; raise --num-puzzles to at least 4$"):
+        calibrate("unused.pt", "val", None, found, bags, per_pass=3)

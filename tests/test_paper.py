@@ -358,3 +358,27 @@ def test_resume_refuses_a_data_folder_with_other_training_files(tmp_path):
         train_image_run("--resume", ckpt, "--data-dir", tmp_path / "other", "--max-steps", "2")
     train_image_run("--resume", ckpt, "--data-dir", tmp_path / "moved", "--max-steps", "2")
     assert load_checkpoint(ckpt)["step"] == 2 and "before" not in load_checkpoint(ckpt)["data"]
+
+
+def test_resume_refuses_another_autoencoder(tmp_path):
+    """--vae may name where the same autoencoder moved, not another one: the latents, and so the training stream, stay
+    the run's (the record is checked without loading the autoencoder, so without diffusers)."""
+    from types import SimpleNamespace
+
+    from plumbing.checkpoint import training_files
+    for name, weights in (("vae", b"1234"), ("moved", b"1234"), ("other", b"1235")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text("{}")
+        (tmp_path / name / "diffusion_pytorch_model.safetensors").write_bytes(weights)
+    at = lambda name: SimpleNamespace(data_dir=None, vae=str(tmp_path / name))     # noqa: E731
+    first = training_files(None, at("vae"), before=None, resuming=False)
+    assert first["vae"] and first["splits"] == []
+    assert training_files(None, at("moved"), before=first, resuming=True) == first
+    with pytest.raises(UserError, match=r"^--vae .*other holds another autoencoder than the one the checkpoint "
+                                        r"trained with: a resumed run keeps its training stream"):
+        training_files(None, at("other"), before=first, resuming=True)
+    assert training_files(None, at("other"), before=first, resuming=False)["before"] == first     # --init: a new run
+    (tmp_path / "moved" / ".cache").mkdir()                   # a download's cache files are not the autoencoder
+    (tmp_path / "moved" / ".cache" / "x.metadata").write_text("downloaded today")
+    unrecorded = {k: v for k, v in first.items() if k != "vae"}
+    assert training_files(None, at("moved"), before=unrecorded, resuming=True) == first      # now recorded

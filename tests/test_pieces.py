@@ -122,8 +122,10 @@ def test_calibration_on_val_then_confidence_on_test_and_pieces(tmp_path, capsys)
                    "--steps", "1", "--batch-size", "3", "--out", tmp_path / "small")   # batches of 3 puzzles, 4 pieces
     m = sample_run("--ckpt", ckpt, "--split", "val", "--calibrate", "--num-puzzles", "20", "--repeats", "5",
                    "--steps", "2", "--out", tmp_path / "cal")
-    table = torch.load(ckpt, weights_only=True)["calibration"]
-    assert table == m["calibration"] and table["piece"]["pieces"] == 100 * 3 and table["split"] == "val"
+    calibration = torch.load(ckpt, weights_only=True)["calibration"]
+    table = calibration["tables"][0]                                # fitted at 0 missing pieces
+    assert calibration == m["calibration"] and calibration["split"] == "val" and table["puzzle"]["pieces"] == 100
+    assert table["piece"]["pieces"] % 3 == 0 and 0 < table["piece"]["pieces"] <= 100 * 3    # unsolved puzzles' pieces
     plain = sample_run("--ckpt", ckpt, "--split", "val", "--num-puzzles", "20", "--repeats", "5", "--steps", "2",
                        "--out", tmp_path / "plain")                     # the bags had noise of their own
     assert (plain["piece_acc"], plain["passes"]) == (m["piece_acc"], m["passes"])
@@ -142,6 +144,17 @@ def test_calibration_on_val_then_confidence_on_test_and_pieces(tmp_path, capsys)
     assert all(0 < p < 1 for p in result.confidence[1:]) and 0 < result.puzzle_confidence < 1   # smoothed: never 0/1
     assert result.puzzle_confidence <= result.confidence[1:].min()      # all right is never likelier than one
     assert solver.solve(pieces[:3], pins={0: (1, 1)}).confidence is None     # fitted with no empty cell
+    (tmp_path / "three").mkdir()
+    for k, p in enumerate(pieces[:3]):
+        Image.fromarray((p * 255).astype(np.uint8)).save(tmp_path / "three" / f"{k}.png")
+    capsys.readouterr()
+    sample_run("--ckpt", ckpt, "--pieces", tmp_path / "three", "--pin", "0.png=1,1", "--out", tmp_path / "t")
+    assert "fitted with other settings (missing: [0] -> 1); rerun --split val --calibrate" in capsys.readouterr().out
+    sample_run("--ckpt", ckpt, "--split", "val", "--calibrate", "--num-puzzles", "20", "--repeats", "5", "--steps", "2",
+               "--missing", "1", "--out", tmp_path / "cal1")               # a table for one missing piece, beside
+    tables = torch.load(ckpt, weights_only=True)["calibration"]["tables"]
+    assert sorted(tables) == [0, 1] and tables[0] == table
+    assert jpdvt.load(str(ckpt), device="cpu").solve(pieces[:3], pins={0: (1, 1)}).confidence is not None
     for pins, message in [({0: (2, 0)}, "outside the 2x2 grid"), ({0: (0, 0), 1: (0, 0)}, "the same cell")]:
         with pytest.raises(UserError, match=message):
             solver.solve(pieces, pins=pins)
@@ -168,25 +181,34 @@ def test_calibrate_refuses_a_split_the_model_trained_on(tmp_path, monkeypatch):
                    "--calibrate", "--out", tmp_path / "cal")
 
 
-def test_pieces_are_raised_to_their_puzzle_and_no_puzzles_are_gated():
-    """Tables fitted apart can disagree (here the puzzle table is the more hopeful): each piece is raised to its
-    puzzle's probability, so that the puzzle's never exceeds its least sure piece's; a bag whose seams match no
-    better than unrelated pieces' gets the gate's probability."""
+def test_pieces_never_fall_below_their_puzzle_and_no_puzzles_are_gated():
+    """P(piece right) = P(puzzle right) + (1 - P(puzzle right)) * table(margin), the table fitted on the pieces of
+    unsolved puzzles: never below the puzzle's, so that the puzzle's never exceeds its least sure piece's; a bag whose
+    seams match no better than unrelated pieces' gets the gate's probability, its pieces the table's alone."""
     import jpdvt
-    from solving.confidence import coherent
     solver = jpdvt.load(os.path.join(ROOT, "checkpoints", "image-shapes-3x3.pt"), device="cpu")
-    settings = solver.settings()
-    solver.calibration = {"settings": settings, "piece": {"margin": [0.0, 1.0], "accuracy": [0.1, 0.9]},
-                          "puzzle": {"margin": [0.0, 1.0], "accuracy": [0.5, 0.95]}}
+    *sampling, (_, missing) = solver.settings().items()
+    tables = {"piece": {"margin": [0.0, 1.0], "accuracy": [0.1, 0.9]}, "way": "unsolved",
+              "puzzle": {"margin": [0.0, 1.0], "accuracy": [0.5, 0.95]}, "gate": None}
+    solver.calibration = {"settings": dict(sampling), "split": "val", "tables": {missing: tables}}
     margins = np.array([[0.2, 1.0, 0.8], [0.9, 1.5, 1.2]])           # two puzzles of three pieces
-    whole = solver.confidence(margins.min(1), part="puzzle")
-    pieces = coherent(solver.confidence(margins.ravel()), whole, owner=np.repeat([0, 1], 3)).reshape(2, 3)
-    assert np.all(whole <= pieces.min(1)) and pieces[0, 0] == pytest.approx(0.59)    # 0.26 raised to 0.59
-    assert pieces[0, 1] == pytest.approx(0.9)                                            # above its puzzle: kept
-    solver.calibration["gate"] = {"threshold": 0.6, "accuracy": 0.01}       # seams no better than unrelated pieces
-    assert solver.confidence(1.0, part="puzzle", seam=0.9) == pytest.approx(0.01)
-    assert solver.confidence(1.0, part="puzzle", seam=0.3) == pytest.approx(0.95)
+    pieces, whole = solver.confidence(margins.ravel(), margins.min(1), owner=np.repeat([0, 1], 3))
+    pieces = pieces.reshape(2, 3)
+    assert np.all(whole <= pieces.min(1)) and whole[0] == pytest.approx(0.59)
+    assert pieces[0, 0] == pytest.approx(0.59 + 0.41 * 0.26) and pieces[0, 1] == pytest.approx(0.59 + 0.41 * 0.9)
+    tables["gate"] = {"threshold": 0.6, "accuracy": 0.01}                # seams no better than unrelated pieces
+    piece, whole = solver.confidence(np.array([0.0, 1.0]), 1.0, seam=0.9)
+    assert whole == pytest.approx(0.01) and piece == pytest.approx([0.01 + 0.99 * 0.1, 0.01 + 0.99 * 0.9])
+    piece, whole = solver.confidence(np.array([0.0, 1.0]), 1.0, seam=0.3)
+    assert whole == pytest.approx(0.95) and piece == pytest.approx([0.95 + 0.05 * 0.1, 0.95 + 0.05 * 0.9])
     assert list(solver.no_puzzle([0.3, 0.6, 0.9])) == [False, True, True]
+    tables["way"] = "raised"                                # the table of every piece, raised to its puzzle's
+    piece, whole = solver.confidence(np.array([0.0, 1.0]), 1.0, seam=0.3)
+    assert piece == pytest.approx([0.95, 0.95]) and whole == pytest.approx(0.95)
+    piece, _ = solver.confidence(np.array([0.0, 1.0]), 0.0)
+    assert piece == pytest.approx([0.5, 0.9])
+    assert solver.confidence([1.0], 1.0, settings={**solver.settings(), "missing": missing + 1}) == (None, None)
+    assert solver.mismatch() == "" and solver.differs({**solver.settings(), "missing": 2})["missing"] == ([0], 2)
 
 
 def test_the_empty_cells_note_names_only_models_trained_without_missing_pieces(tmp_path, capsys):
@@ -209,8 +231,12 @@ def test_an_eps_model_gets_its_evidence_halfway_down_a_ddim_path(tmp_path, monke
                         or real(*a))
     batch = collate([solver.kind.puzzles("val", 0)[i] for i in range(2)])
     cost = solver.mean_costs(batch)
-    assert calls == [999, 888, 777, 666, 555, 444, 333, 222, 111, 0] and torch.isfinite(cost).all()
+    assert calls == [999, 888, 777, 666, 555, 444] and torch.isfinite(cost).all()        # stopped once it is in
     monkeypatch.undo()
+    whole = {}                                                  # the same x0 as the path run to its end gives there
+    solver.costs(batch, callback=lambda i, x, x0: whole.update(code=x0["code"]) if i == 5 else None, symmetries=1,
+                 opts=jpdvt.SampleOptions(steps=10, sampler="ddim", generator=torch.Generator().manual_seed(0)))
+    assert torch.equal(cost, torch.cdist(whole["code"].float(), solver.table[None].float().expand(2, -1, -1)))
     sample_run("--ckpt", ckpt, "--split", "val", "--calibrate", "--num-puzzles", "20", "--repeats", "5", "--steps", "2",
                "--out", tmp_path / "cal")
     result = jpdvt.load(str(ckpt), device="cpu").solve([np.random.default_rng(i).random((8, 8, 3)) for i in range(4)])
