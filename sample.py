@@ -76,6 +76,9 @@ def score_test_set(args, solver):
         if r == 0 and args.calibrate and num * args.repeats < CALIBRATION_PUZZLES:
             raise UserError(f"--calibrate needs at least {CALIBRATION_PUZZLES} puzzles to fit on, and would solve "
                             f"{num * args.repeats}; raise --num-puzzles or --repeats (passes with fresh noise)")
+        if r == 0 and args.calibrate and num < 4:
+            raise UserError(f"--calibrate chooses how to fit by cross-fitting on halves of the val pictures, and {num} "
+                            f"are too few; raise --num-puzzles to at least 4")
         solver.opts.generator.manual_seed(args.seed + r)
         positions, truth = [], []
         for start in tqdm(range(0, num, args.batch_size), unit="batch",

@@ -290,11 +290,13 @@ def main(args):
         elif name == "symmetry":
             symmetry(args.out)
         elif name == "paper-table":
-            for ckpt in PAPER_TABLE:
-                out = os.path.join(args.out, f"paper-table-{ckpt}")
-                scored("paper-table", f"paper-table {ckpt} test", [
-                    "sample.py", "--ckpt", SHIPPED[ckpt], "--num-puzzles", PAPER_CLIPS, "--seed", "1", "--sampler",
-                    "ddim", "--out", out])
+            for row, (ckpt, flags) in PAPER_TABLE.items():
+                if args.only and ckpt not in args.only:
+                    continue
+                out = os.path.join(args.out, "paper-table-" + row.replace(" ", "-"))
+                scored("paper-table", f"paper-table {row} test", [
+                    "sample.py", "--ckpt", SHIPPED[ckpt], "--num-puzzles", PAPER_CLIPS, "--seed", "1", *flags,
+                    "--out", out])
         elif name == "missing-curve":               # the paper's Figure 4(b): a picture of the 8 x 4 rows
             from bench.plots import missing_curve
             path = os.path.join(ROOT, "docs", "video-mmnist-8x4-missing.png")
@@ -334,7 +336,8 @@ if __name__ == "__main__":
     p.add_argument("names", nargs="*", help="recipes or groups to run (see --list)")
     p.add_argument("--list", action="store_true", help="list the benchmark names")
     p.add_argument("--only", nargs="+", metavar="CKPT", choices=list(SHIPPED),
-                   help="confidence and not-a-puzzle: only these shipped checkpoints (names as in checkpoints/)")
+                   help="the confidence groups and paper-table: only these shipped checkpoints (names as in "
+                        "checkpoints/)")
     p.add_argument("--export", nargs=2, metavar=("SRC", "DST"), help="write SRC's EMA weights as a shippable DST")
     p.add_argument("--out", default="runs/bench", help="folder for the runs' checkpoints and samples")
     p.add_argument("--score-only", action="store_true",

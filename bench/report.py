@@ -55,9 +55,8 @@ def values(m):
     conf = m.get("confidence") or {}
     shown = {k: str(m[k]) if type(m[k]) is int else f"{m[k]:.4g}" for k in KEYS if k in m}
     ece = {part: conf[part]["ece"] for part in ("piece", "puzzle") if part in conf} | m.get("ece", {})
-    if "chosen" in m:                                     # cross-fit rows: the choice and its held-out val ECE
-        shown["chosen"] = " ".join(map(str, m["chosen"]))
-        ece = dict(zip(("piece", "puzzle"), m["chosen_ece"]))
+    if "chosen" in m:               # cross-fit rows: the choice and its held-out val ECE (the lowest of the candidates)
+        shown["chosen"] = " ".join(map(str, m["chosen"])) + " (val {:.3f} / {:.3f})".format(*m["chosen_ece"])
     if "bootstrap" in m:                                  # ece-bootstrap rows: 2.5-97.5% over the pictures
         shown["ECE 95% range"] = " / ".join(f"{m['bootstrap'][p][0]:.3f}-{m['bootstrap'][p][2]:.3f}"
                                             for p in ("piece", "puzzle"))

@@ -125,14 +125,15 @@ def cross_fit(found, picture, chance, candidates, gate=None, splits=5, usable=No
 def choose(found, picture, chance, gate=None):
     """(way, piece bins, puzzle bins) by cross_fit within val: the puzzle bins of the lowest mean held-out puzzle
     ECE; with them, each way's piece bins of the lowest piece ECE; "unsolved" only where its piece ECE is below
-    "raised"'s by more than one standard error of their paired difference over the held-out halves (a near tie keeps
-    the simpler way)."""
+    "raised"'s by more than one standard error of their paired difference over the held-out halves, the variance
+    corrected for halves that overlap (Nadeau and Bengio: times 1/J + held-out/fitted = 1/J + 1 for J halves), so
+    that a near tie keeps the simpler way. The gate is fitted once on all of val (the halves share it)."""
     scores = cross_fit(found, picture, chance, [(w, p, z) for w in WAYS for p in BINS for z in BINS], gate)
     puzzle = min(BINS, key=lambda z: min(s[:, 1].mean() for c, s in scores.items() if c[2] == z))
     best = {w: min((c for c in scores if c[0] == w and c[2] == puzzle), key=lambda c: scores[c][:, 0].mean())
             for w in WAYS}
     gain = scores[best["raised"]][:, 0] - scores[best["unsolved"]][:, 0]
-    return best["unsolved"] if gain.mean() > gain.std(ddof=1) / np.sqrt(len(gain)) else best["raised"]
+    return best["unsolved"] if gain.mean() > gain.std(ddof=1) * np.sqrt(1 / len(gain) + 1) else best["raised"]
 
 
 def fit(margin, correct, bins=10, chance=0.0):

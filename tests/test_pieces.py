@@ -117,6 +117,10 @@ def test_calibration_on_val_then_confidence_on_test_and_pieces(tmp_path, capsys)
     ckpt = tmp_path / "run" / "ckpt.pt"
     with pytest.raises(UserError, match=r"--calibrate needs at least 100 puzzles to fit on, and would solve 20; "):
         sample_run("--ckpt", ckpt, "--split", "val", "--calibrate", "--num-puzzles", "20", "--out", tmp_path / "few")
+    with pytest.raises(UserError, match=r"cross-fitting on halves of the val pictures, and 3 are too few"):
+        sample_run("--ckpt", ckpt, "--split", "val", "--calibrate", "--num-puzzles", "3", "--repeats", "40",
+                   "--out", tmp_path / "few-pictures")                   # refused before anything is solved
+    assert not (tmp_path / "few-pictures" / "metrics.json").exists()
     with pytest.raises(UserError, match=r"--calibrate makes bags .* as pieces \(4\); raise --batch-size"):
         sample_run("--ckpt", ckpt, "--split", "val", "--calibrate", "--num-puzzles", "20", "--repeats", "5",
                    "--steps", "1", "--batch-size", "3", "--out", tmp_path / "small")   # batches of 3 puzzles, 4 pieces
