@@ -107,7 +107,8 @@ GROUPS = {
     "compute": ("Compute (issue 29, lever 4): photo models trained on a lent H200, scored here",
                 "`python -m bench compute-val` (the checkpoints: `bench/gpu.py`)"),
     "paper-table": ("The paper's Table 4 protocol: the shipped Moving MNIST checkpoints on 1000 test clips (MNIST test "
-                    "digits, first piece anchored, DDIM-50, --seed 1)", "`python -m bench paper-table`"),
+                    "digits, first piece anchored, --seed 1; DDIM-50, and for 10 x 2 also the estimator chosen on val)",
+                    "`python -m bench paper-table`"),
     "gpu": ("The lent-GPU session (`bench/gpu.py`, issue 30): training runs on the device",
             "on the device `python -m bench.gpu --photos .photos --out $OUT --runs /tmp/runs --photo-seconds 200 "
             "--gap-seconds 60`, then `python -m bench gpu-record` here"),
@@ -163,9 +164,11 @@ def group_tables(group, rows, recipes, own_commands):
     lines = []
     for part in ("image", "video", "other"):
         some = {k: v for k, v in rows.items() if kind(v["metrics"]) == part and k not in removed}
-        if some:
-            lines += table(some, "recipe" if group == "recipes" else "row", recipes if group == "recipes" else None,
-                           own_commands)
+        # the confidence group's rows measure different things: a table per row kind (the words before the name)
+        sort = (lambda k: re.split(r" (?=image-|video-)", k)[0]) if group == "confidence" else (lambda k: "")
+        for prefix in sorted({sort(k) for k in some}):
+            lines += table({k: v for k, v in some.items() if sort(k) == prefix}, "recipe" if group == "recipes"
+                           else "row", recipes if group == "recipes" else None, own_commands)
     note = f"({len(removed)} rows of recipes since removed from `bench/recipes.py` are left out.)"
     return lines + ([note, ""] if removed else [])
 
