@@ -78,7 +78,7 @@ def score_test_set(args, solver):
                             f"{num * args.repeats}; raise --num-puzzles or --repeats (passes with fresh noise)")
         if r == 0 and args.calibrate and num < 4:
             raise UserError(f"--calibrate chooses how to fit by cross-fitting on halves of the val pictures, and {num} "
-                            f"are too few; raise --num-puzzles to at least 4")
+                            f"are too few; raise --num-puzzles to at least 4 (a folder: add val pictures)")
         solver.opts.generator.manual_seed(args.seed + r)
         positions, truth = [], []
         for start in tqdm(range(0, num, args.batch_size), unit="batch",

@@ -18,7 +18,7 @@ bench/recipes.py). Run it from the repository root:
     python -m bench ece-bootstrap             # how far 39 test photos pin their test ECE down
     python -m bench not-a-puzzle              # their not-a-puzzle gate on test: bags of unrelated pieces, noise
     python -m bench own-photos                # the photo model through jpdvt.load(...).solve: photos cut into files
-    python -m bench paper-table               # the shipped Moving MNIST models on 1000 test clips (paper, Table 4)
+    python -m bench paper-table               # the shipped Moving MNIST models on 1000 test clips (the paper's Table 5)
     python -m bench missing-curve             # docs/video-mmnist-8x4-missing.png (paper, Figure 4(b))
     python -m bench                           # only rewrite bench/BENCHMARKS.md from bench/results.json
     python -m bench --score-only image-photos-3x3-mix   # score an earlier run's checkpoint again

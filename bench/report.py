@@ -106,9 +106,9 @@ GROUPS = {
     "quickstart": ("Quickstart levers (issue 29, lever 5): one change each, 200 val puzzles, DDPM-50", None),
     "compute": ("Compute (issue 29, lever 4): photo models trained on a lent H200, scored here",
                 "`python -m bench compute-val` (the checkpoints: `bench/gpu.py`)"),
-    "paper-table": ("The paper's Table 4 protocol: the shipped Moving MNIST checkpoints on 1000 test clips (MNIST test "
-                    "digits, first piece anchored, --seed 1; DDIM-50, and for 10 x 2 also the estimator chosen on val)",
-                    "`python -m bench paper-table`"),
+    "paper-table": ("The paper's Moving MNIST protocol (its Table 5): the shipped Moving MNIST checkpoints on 1000 "
+                    "test clips (MNIST test digits, first piece anchored, --seed 1; DDIM-50, and for 10 x 2 also the "
+                    "estimator chosen on val)", "`python -m bench paper-table`"),
     "gpu": ("The lent-GPU session (`bench/gpu.py`, issue 30): training runs on the device",
             "on the device `python -m bench.gpu --photos .photos --out $OUT --runs /tmp/runs --photo-seconds 200 "
             "--gap-seconds 60`, then `python -m bench gpu-record` here"),
