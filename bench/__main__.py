@@ -46,6 +46,7 @@ from bench.recipes import (
     ESTIMATOR_VAL,
     IMAGE_BASELINES,
     IMAGE_VAL_BASELINES,
+    MNIST,
     ONE_CALL,
     ONE_CALL_ENSEMBLES,
     ONE_CALL_TEST,
@@ -70,7 +71,7 @@ from bench.report import RESULTS, ROOT, load_results, render, save_result
 GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemble-readme", "one-call", "one-call-val",
           "estimator-val",
           *CONFIDENCE_GROUPS, "paper-table", "missing-curve", "symmetry", "compute-val", "compute-test", "gpu-record",
-          "transfer", "throughput", "loader", "loader-quickstart"]
+          "transfer", "throughput", "loader", "loader-quickstart", "loader-mmnist"]
 
 
 def sh(cmd):
@@ -320,9 +321,11 @@ def main(args):
             for key, metrics in measure(resolve_device(args.device)).items():
                 save_result(key, {"group": "throughput", "train_minutes": 0.0, "metrics": metrics,
                                   "command": shown(["-m", "bench", "throughput", "--device", args.device])})
-        elif name in ("loader", "loader-quickstart"):
-            from bench.loader import measure, quickstart_pace
-            for key, metrics in (measure(PHOTOS) if name == "loader" else quickstart_pace()).items():
+        elif name in ("loader", "loader-quickstart", "loader-mmnist"):
+            from bench.loader import measure, mmnist_pace, quickstart_pace
+            rows = {"loader": lambda: measure(PHOTOS), "loader-quickstart": quickstart_pace,
+                    "loader-mmnist": lambda: mmnist_pace(MNIST)}[name]()
+            for key, metrics in rows.items():
                 save_result(key, {"group": "loader", "train_minutes": 0.0, "metrics": metrics,
                                   "command": shown(["-m", "bench", name])})
         else:

@@ -6,6 +6,7 @@ DataLoader workers; and the decode alone with and without Pillow's reduced-scale
 
     python -m bench loader                         # ../shared/data/photos, workers 0, 1 and all cores
     OMP_NUM_THREADS=1 python -m bench loader-quickstart   # the Quickstart's pace: its data worker against its model
+    python -m bench loader-mmnist                  # Moving MNIST 10 x 2 at 32 and 64 px: clips against the U-Net step
 
 The Quickstart's pace: one process making batches of 64 built-in 3x3 puzzles (16 px pieces), one picture per puzzle
 and with --paired-pictures, against one training step of its tiny DiT on one thread (puzzle_loss, backward, AdamW).
@@ -21,8 +22,9 @@ from PIL import Image
 import jpdvt
 from bench.throughput import timed, train_step_of
 from dit import CONFIGS
-from puzzles import ImageConfig, ImagePuzzles, collate
+from puzzles import ImageConfig, ImagePuzzles, VideoConfig, VideoPuzzles, collate
 from sources.files import fit_image
+from unet3d import CONFIGS as UNET_CONFIGS
 
 
 def images_per_second(puzzle, workers, images, batch_size=32):
@@ -81,4 +83,26 @@ def quickstart_pace(batches=10, steps=20):
     threads = torch.get_num_threads()
     rows[f"model step tiny DiT, batch 64, {threads} thread{'s' if threads > 1 else ''}"] = {
         "ms_per_step": float(np.median(times[5:])) * 1000, "threads": threads}
+    return rows
+
+
+def mmnist_pace(data_dir, batches=4, steps=10):
+    """Rows: ms per batch of 32 Moving MNIST training puzzles of 10 pieces x 2 frames (all pieces) in one process, and
+    ms per training step of the tiny U-Net on such a batch (median of `steps` after 3 warm-up steps), at 32 and 64 px
+    (issue 38: how the loader and the frame size set the pace of the 10 x 2 recipes)."""
+    rows, cpu = {}, torch.device("cpu")
+    for size in (32, 64):
+        puzzle = VideoConfig(dataset="movingmnist", data_dir=data_dir, pieces=10, frames_per_piece=2, size=size)
+        data = VideoPuzzles(puzzle, "train", seed=0)
+        data[32 * batches]                                         # start-up: reading the MNIST files
+        t = time.time()
+        items = [data[i] for i in range(32 * batches)]
+        rows[f"loader movingmnist 10x2 {size}px, 1 process"] = {
+            "ms_per_batch32": (time.time() - t) / batches * 1000, "workers": 0}
+        train_step, _ = train_step_of(jpdvt.kind_of(puzzle), replace(UNET_CONFIGS["tiny"], frames_per_piece=2),
+                                      collate(items[:32]), cpu)
+        times = [timed(train_step, cpu) for _ in range(steps + 3)]
+        threads = torch.get_num_threads()
+        rows[f"model step tiny U-Net 10x2 {size}px, batch 32, {threads} thread{'s' if threads > 1 else ''}"] = {
+            "ms_per_step": float(np.median(times[3:])) * 1000, "threads": threads}
     return rows

@@ -43,7 +43,8 @@ def save_result(key, row):
 
 KEYS = ["piece_acc", "puzzle_acc", "kendall", "exact", "kendall_set", "exact_set", "kendall_rev", "sec_per_puzzle",
         "steps_per_s", "gflop_per_step", "tflop_per_s", "mfu", "puzzles_per_s_ddim50", "images_per_s", "workers",
-        "batch", "params_M", "auroc_sampled", "auroc_mean", "ms_per_batch64", "ms_per_step", "threads", "puzzles",
+        "batch", "params_M", "auroc_sampled", "auroc_mean", "ms_per_batch64", "ms_per_batch32", "ms_per_step",
+        "threads", "puzzles",
         "loss_first", "loss_last", "real_gated", "mixed_at_most_0.05", "noise_at_most_0.05", "auroc_mixed",
         "auroc_noise", "auroc_seam_mixed", "auroc_seam_noise", "mean_puzzle_confidence", "puzzle_above_weakest_piece",
         "mixed_mean_confidence", "noise_mean_confidence"]
@@ -81,8 +82,8 @@ GROUPS = {
                 "`python -m bench sampler` (the steps-1 row: `python -m bench one-call`)"),
     "one-call": ("One network call (`--steps 1`) on the video recipe rows' test clips (shipped checkpoints)",
                  "`python -m bench one-call`"),
-    "confidence": ("Confidence: tables fitted on val (`--calibrate`), then ECE on test with each shipped "
-                   "checkpoint's README settings (the previous tables' rows: commit 583ecc8)",
+    "confidence": ("Confidence: tables fitted on val (`--calibrate`), ECE on test with the README's settings "
+                   "(earlier tables' rows: commit 583ecc8)",
                    "`python -m bench confidence cross-fit ece-bootstrap not-a-puzzle own-photos confidence-evidence`"),
     "one-call val": ("sample.py's default chosen on val: one call, DDIM-50, DDPM-50 (val split, `--seed 1`; image "
                      "rows 8 passes; photo rows trained on val)", "`python -m bench one-call-val`"),
@@ -98,9 +99,9 @@ GROUPS = {
     "throughput": ("Throughput (DiT on 3x3 puzzles, U-Net on 5 x 4 or 8 x 4 pieces; batch as listed)",
                    "`python -m bench throughput` (`--device cuda`: the (cuda) rows; the (NVIDIA H200) rows: "
                    "`bench/gpu.py`, recorded by `python -m bench gpu-record`)"),
-    "loader": ("Data loading (the ImageNet protocol on the photo folder, images per second; the Quickstart's data "
-               "worker against its model step, ms)",
-               "`python -m bench loader` (the Quickstart rows: `python -m bench loader-quickstart`)"),
+    "loader": ("Data loading: the ImageNet protocol on the photos (images/s); a data worker against the model step "
+               "(ms)",
+               "`python -m bench loader`, `loader-quickstart`, `loader-mmnist`"),
     "symmetry": ("Symmetries at solve time (issue 29, lever 3): `--symmetries` against as many samples",
                  "`python -m bench symmetry`"),
     "quickstart": ("Quickstart levers (issue 29, lever 5): one change each, 200 val puzzles, DDPM-50", None),
