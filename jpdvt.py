@@ -260,10 +260,6 @@ class Solver(Calibrated):
         self.symmetries = symmetries                              # images: average over 1, 2 or 4 mirrored puzzles
         self.data = ckpt.get("data")                              # training files' record (sources.files.split_seen)
         self.calibration = ckpt.get("calibration")                # solving.confidence.calibrate's tables, fitted on val
-        if self.calibration is not None and "tables" not in self.calibration:
-            print("note: this checkpoint's confidence tables are of an earlier kind and are not read; refit them with "
-                  "sample.py --split val --calibrate")
-            self.calibration = None
         self.generates = ckpt["config"].puzzle.missing > 0        # trained with missing pieces: generates them
         self.kind = kind_of(config)
         self.codec = load_codec(self.kind.vae) if self.kind.vae else None

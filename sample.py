@@ -34,7 +34,7 @@ from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import PRECISIONS, UserError, positive, resolve_device, run_cli
 from puzzles import DATASETS, FOLDER_DATASETS, VIDEO_DATASETS, collate, to_device
 from solving.animate import Recorder, puzzle_animation
-from solving.confidence import calibrate, gather, reliability_of
+from solving.confidence import calibrate, check_val_size, gather, reliability_of
 from solving.own import order_clip, refuse_conflicts, solve_photo, solve_pieces, superres, test_settings
 from solving.pictures import picture, save_pictures
 from solving.seams import bag_seams
@@ -47,8 +47,6 @@ SYMMETRIES = {1: "the puzzle as given", 2: "and its left-right mirror", 4: "and 
 # ----------------------------------------------------------------------------
 # Scoring fresh test puzzles (images and videos alike)
 # ----------------------------------------------------------------------------
-
-CALIBRATION_PUZZLES = 100       # --calibrate fits no table on fewer val puzzles (passes count: 20 pictures x 5 passes)
 
 
 def score_test_set(args, solver):
@@ -73,12 +71,8 @@ def score_test_set(args, solver):
         num = min(args.num_puzzles, len(test))
         if r == 0 and num < args.num_puzzles:
             print(f"note: the {args.split} split holds only {len(test)} puzzles; solving {num}")
-        if r == 0 and args.calibrate and num * args.repeats < CALIBRATION_PUZZLES:
-            raise UserError(f"--calibrate needs at least {CALIBRATION_PUZZLES} puzzles to fit on, and would solve "
-                            f"{num * args.repeats}; raise --num-puzzles or --repeats (passes with fresh noise)")
-        if r == 0 and args.calibrate and num < 4:
-            raise UserError(f"--calibrate chooses how to fit by cross-fitting on halves of the val pictures, and {num} "
-                            f"are too few; raise --num-puzzles to at least 4 (a folder: add val pictures)")
+        if r == 0 and args.calibrate:
+            check_val_size(num, args.repeats)                 # before solving
         solver.opts.generator.manual_seed(args.seed + r)
         positions, truth = [], []
         for start in tqdm(range(0, num, args.batch_size), unit="batch",

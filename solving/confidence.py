@@ -197,6 +197,20 @@ def reliability_of(solver, found):
             "real_gated": float(solver.no_puzzle(found[4]).mean())}
 
 
+CALIBRATION_PUZZLES = 100       # --calibrate fits no table on fewer val puzzles (passes count: 20 pictures x 5 passes)
+
+
+def check_val_size(per_pass, passes=None):
+    """--calibrate's val set (per_pass puzzles a pass, `passes` passes): at least CALIBRATION_PUZZLES puzzles, and at
+    least four pictures, as calibrate cross-fits on halves of them (sample.py checks before it solves)."""
+    if passes is not None and per_pass * passes < CALIBRATION_PUZZLES:
+        raise UserError(f"--calibrate needs at least {CALIBRATION_PUZZLES} puzzles to fit on, and would solve "
+                        f"{per_pass * passes}; raise --num-puzzles or --repeats (passes with fresh noise)")
+    if per_pass < 4:
+        raise UserError(f"--calibrate chooses how to fit by cross-fitting on halves of the val pictures, and "
+                        f"{per_pass} are too few; raise --num-puzzles to at least 4")
+
+
 def calibrate(path, split, solver, found, bags, per_pass):
     """sample.py --calibrate: fit the confidence tables (fit) and the not-a-puzzle gate (fit_gate) on these val
     puzzles' evidence (gather's parts; bags: each batch's bag_seams; per_pass: puzzles per pass: puzzle g is item
@@ -208,9 +222,7 @@ def calibrate(path, split, solver, found, bags, per_pass):
         raise UserError(f"--calibrate makes bags that are no puzzle from batches of at least as many puzzles as pieces "
                         f"({solver.table.shape[0]}); raise --batch-size and --num-puzzles to at least that")
     bags = {k: np.concatenate([b[k] for b in bags if b]) for k in ("mixed", "noise")}
-    if per_pass < 4:
-        raise UserError(f"--calibrate chooses how to fit by cross-fitting on halves of the val pictures, and "
-                        f"{per_pass} are too few; raise --num-puzzles to at least 4")
+    check_val_size(per_pass)
     chance, gate = 1 / len(solver.table), fit_gate(found[4], found[3], bags)
     how = choose(found, np.arange(len(found[2])) % per_pass, chance, gate)
     tables = {**fit_tables(found, chance, *how), "gate": gate}
