@@ -19,6 +19,7 @@ bench/recipes.py). Run it from the repository root:
     python -m bench not-a-puzzle              # their not-a-puzzle gate on test: bags of unrelated pieces, noise
     python -m bench own-photos                # the photo model through jpdvt.load(...).solve: photos cut into files
     python -m bench paper-table               # the shipped Moving MNIST models on 1000 test clips (the paper's Table 5)
+    python -m bench candidate-val             # trained Moving MNIST recipes on val, before one replaces a shipped model
     python -m bench missing-curve             # docs/video-mmnist-8x4-missing.png (paper, Figure 4(b))
     python -m bench                           # only rewrite bench/BENCHMARKS.md from bench/results.json
     python -m bench --score-only image-photos-3x3-mix   # score an earlier run's checkpoint again
@@ -40,6 +41,8 @@ from bench.calibration import CONFIDENCE_GROUPS, confidence_rows
 # are imported by their plain names
 from bench.recipes import (
     ASSIGNMENTS,
+    CANDIDATE_VAL,
+    CANDIDATES,
     COMPUTE,
     ENSEMBLE_CKPTS,
     ENSEMBLE_README,
@@ -69,9 +72,10 @@ from bench.report import RESULTS, ROOT, load_results, render, save_result
 
 # what `python -m bench NAME` runs besides recipes
 GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemble-readme", "one-call", "one-call-val",
-          "estimator-val",
+          "estimator-val", "candidate-val",
           *CONFIDENCE_GROUPS, "paper-table", "missing-curve", "symmetry", "compute-val", "compute-test", "gpu-record",
-          "transfer", "throughput", "loader", "loader-quickstart", "loader-mmnist"]
+          "transfer", "throughput", "loader", "loader-quickstart", "loader-mmnist",
+          "pace-mmnist"]
 
 
 def sh(cmd):
@@ -313,6 +317,14 @@ def main(args):
             one_call_val(args.out)
         elif name == "estimator-val":
             sweep("estimator-val", SHIPPED["video-mmnist-10x2"], ESTIMATOR_VAL, args.out)
+        elif name == "candidate-val":               # each trained candidate's ckpt.pt on val, before it may ship
+            found = [r for r in CANDIDATES if os.path.exists(os.path.join(args.out, r, "ckpt.pt"))]
+            if not found:
+                sys.exit(f"error: candidate-val found no ckpt.pt under {args.out}; train one of {list(CANDIDATES)} "
+                         "with `python -m bench RECIPE` first")
+            for recipe in found:
+                sweep("candidate-val", os.path.join(args.out, recipe, "ckpt.pt"),
+                      {f"{recipe} {v}": f for v, f in CANDIDATE_VAL.items()}, args.out)
         elif name == "transfer":
             sweep("transfer", "checkpoints/image-photos-3x3-gap.pt", TRANSFER, args.out)
         elif name == "throughput":
@@ -321,10 +333,11 @@ def main(args):
             for key, metrics in measure(resolve_device(args.device)).items():
                 save_result(key, {"group": "throughput", "train_minutes": 0.0, "metrics": metrics,
                                   "command": shown(["-m", "bench", "throughput", "--device", args.device])})
-        elif name in ("loader", "loader-quickstart", "loader-mmnist"):
-            from bench.loader import measure, mmnist_pace, quickstart_pace
+        elif name in ("loader", "loader-quickstart", "loader-mmnist", "pace-mmnist"):
+            from bench.loader import measure, mmnist_pace, mmnist_workers, quickstart_pace
             rows = {"loader": lambda: measure(PHOTOS), "loader-quickstart": quickstart_pace,
-                    "loader-mmnist": lambda: mmnist_pace(MNIST)}[name]()
+                    "loader-mmnist": lambda: mmnist_pace(MNIST),
+                    "pace-mmnist": lambda: mmnist_workers(MNIST, args.out)}[name]()
             for key, metrics in rows.items():
                 save_result(key, {"group": "loader", "train_minutes": 0.0, "metrics": metrics,
                                   "command": shown(["-m", "bench", name])})

@@ -7,11 +7,13 @@ DataLoader workers; and the decode alone with and without Pillow's reduced-scale
     python -m bench loader                         # ../shared/data/photos, workers 0, 1 and all cores
     OMP_NUM_THREADS=1 python -m bench loader-quickstart   # the Quickstart's pace: its data worker against its model
     python -m bench loader-mmnist                  # Moving MNIST 10 x 2 at 32 and 64 px: clips against the U-Net step
+    python -m bench pace-mmnist                    # its training loop with the data in a worker or in the main process
 
 The Quickstart's pace: one process making batches of 64 built-in 3x3 puzzles (16 px pieces), one picture per puzzle
 and with --paired-pictures, against one training step of its tiny DiT on one thread (puzzle_loss, backward, AdamW).
 """
 import os
+import re
 import time
 from dataclasses import replace
 
@@ -105,4 +107,28 @@ def mmnist_pace(data_dir, batches=4, steps=10):
         threads = torch.get_num_threads()
         rows[f"model step tiny U-Net 10x2 {size}px, batch 32, {threads} thread{'s' if threads > 1 else ''}"] = {
             "ms_per_step": float(np.median(times[3:])) * 1000, "threads": threads}
+    return rows
+
+
+def mmnist_workers(data_dir, out_root, steps=100):
+    """Rows: the 10 x 2 recipe's own training loop (train_video.py, batch 32, all 10 pieces) for `steps` steps with
+    its batches made by one data worker beside one compute thread (--workers 1, the default) and in the main process
+    between steps on every core (--workers 0): the same batches, the same losses. Steps per second of the last log
+    line (the last 50 steps)."""
+    import subprocess
+    import sys
+    rows = {}
+    for workers in (1, 0):
+        out = os.path.join(out_root, f"pace-mmnist-workers{workers}")
+        subprocess.run([sys.executable, "train_video.py", "--dataset", "movingmnist", "--data-dir", data_dir, "--size",
+                        "32", "--pieces", "10", "--frames-per-piece", "2", "--batch-size", "32", "--lr", "5e-4",
+                        "--max-steps", str(steps), "--eval-every", "0", "--workers", str(workers), "--out", out],
+                       check=True, capture_output=True)
+        with open(os.path.join(out, "log.txt")) as f:
+            lines = f.read().splitlines()
+        last = [line.split() for line in lines if line.startswith("step ")][-1]
+        threads = int(re.search(r"(\d+) thread", "\n".join(lines)).group(1))
+        rows[f"train_video.py 10x2 32px, batch 32, --workers {workers}"] = {
+            "steps_per_s": float(last[last.index("steps/s") + 1]), "loss": float(last[3]), "workers": workers,
+            "threads": threads}
     return rows

@@ -143,21 +143,23 @@ RECIPES = {
     "video-mmnist-10x2": ("train_video.py", MMNIST + ["--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3",
                                                       "2000", "--max-steps", "5000"], [[]]),
     # the same at the paper's 64 px frames (issue 38: the effect of 32 px), to score on val beside the shipped 32 px
-    # model's `one-call val video-mmnist-10x2 ddim-50` row (the same clips, made at 64 px and halved for 32); so far
-    # timed only (bench/notes.md), not scored
+    # model's `one-call val video-mmnist-10x2 ddim-50` row (the same clips, made at 64 px and halved for 32); data in
+    # the main process (--workers 0, the same batches): at 64 px a batch takes 24 ms to make, so both cores compute
     "video-mmnist-10x2-64px": ("train_video.py", with_flag(MMNIST, "--size", "64") + [
-        "--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3", "2000", "--max-steps", "5000"],
+        "--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3", "2000", "--max-steps", "5000",
+        "--workers", "0"],
                                [["--split", "val"]]),
     # the paper's other Moving MNIST settings (curriculum: 3 pieces at first, growing to all by the given step)
     "video-mmnist-20x1": ("train_video.py", MMNIST + ["--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3",
                                                       "6000", "--max-steps", "12000"], [[]]),
     "video-mmnist-20x1-lr5e-4": ("train_video.py", with_flag(MMNIST, "--lr", "5e-4") + [
         "--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3", "6000", "--max-steps", "12000"], [[]]),
-    # the 5 x 4 fix (batch 32, lr 5e-4) on 20 x 1, 16000 steps (issue 38)
+    # the 5 x 4 fix (batch 32, lr 5e-4) on 20 x 1, 16000 steps (issue 38); data in the main process (--workers 0:
+    # the same batches, 1.2x the steps per second of one worker beside one thread: `pace-mmnist` rows)
     "video-mmnist-20x1-batch32-lr5e-4": ("train_video.py", with_flag(with_flag(MMNIST, "--lr", "5e-4"), "--eval-every",
                                                                      "2000") + [
         "--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3", "6000", "--batch-size", "32",
-        "--max-steps", "16000"], [[]]),
+        "--max-steps", "16000", "--workers", "0"], [[]]),
     "video-mmnist-5x4": ("train_video.py", MMNIST_5X4 + ["--curriculum", "3", "2000", "--max-steps", "10000"], [[]]),
     # the same with more puzzles per step (batch 32: as many positional codes per step as 10 x 2 at batch 16)
     "video-mmnist-5x4-batch32": ("train_video.py", MMNIST_5X4 + ["--curriculum", "3", "2000", "--batch-size", "32",
@@ -307,6 +309,11 @@ ONE_CALL_VAL = [("image-shapes-3x3", REPEATS, ""), ("video-digits-5x4", [], ""),
 # (better than DDIM-50 there at K = 1: one-call-val rows), assigned on their mean distance (python -m bench
 # estimator-val)
 ESTIMATOR_VAL = {f"video-mmnist-10x2 ddpm-50 x{k}": ["--split", "val", "--samples", str(k)] for k in (4, 8)}
+# trained recipes that may replace (or become) a shipped model, scored on the val clips of the shipped model's
+# estimator rows (python -m bench candidate-val, after `python -m bench RECIPE`: every candidate with a ckpt.pt)
+CANDIDATES = ["video-mmnist-10x2-batch32-lr5e-4", "video-mmnist-20x1-batch32-lr5e-4"]
+CANDIDATE_VAL = {"ddim-50": ["--split", "val", "--sampler", "ddim"], "ddpm-50": ["--split", "val"],
+                 "ddpm-50 x4": ["--split", "val", "--samples", "4"]}
 # and the README's figure for the shipped gap model, its command as typed there: sample.py's defaults (DDPM-50,
 # --seed 0: seeds 0-7), 32 samples, 8 passes (`python -m bench ensemble-readme` runs only this row)
 # (row name, checkpoint, sample.py flags, --out folder under the bench's --out)

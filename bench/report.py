@@ -94,6 +94,8 @@ GROUPS = {
                  "rows: `python -m bench one-call`)"),
     "estimator-val": ("The estimator on val (issue 38): K samples per clip of the shipped 10 x 2 model, 200 val clips",
                       "`python -m bench estimator-val`"),
+    "candidate-val": ("Candidates on val (issue 38): trained Moving MNIST recipes on the estimator rows' 200 val "
+                      "clips, before one may replace a shipped model", "`python -m bench candidate-val`"),
     "transfer": ("The shipped photo gap model on built-in shapes (24 px pieces in 32 px cells)",
                  "`python -m bench transfer`"),
     "throughput": ("Throughput (DiT on 3x3 puzzles, U-Net on 5 x 4 or 8 x 4 pieces; batch as listed)",
@@ -101,7 +103,7 @@ GROUPS = {
                    "`bench/gpu.py`, recorded by `python -m bench gpu-record`)"),
     "loader": ("Data loading: the ImageNet protocol on the photos (images/s); a data worker against the model step "
                "(ms)",
-               "`python -m bench loader`, `loader-quickstart`, `loader-mmnist`"),
+               "`python -m bench loader`, `loader-quickstart`, `loader-mmnist`, `pace-mmnist`"),
     "symmetry": ("Symmetries at solve time (issue 29, lever 3): `--symmetries` against as many samples",
                  "`python -m bench symmetry`"),
     "quickstart": ("Quickstart levers (issue 29, lever 5): one change each, 200 val puzzles, DDPM-50", None),
@@ -139,7 +141,10 @@ def table(rows, first, recipes=None, own_commands=False):
             if any(c in s for s in shown.values())]
     trained = any(v["train_minutes"] for v in rows.values())
     counted = any("num_puzzles" in v["metrics"] for v in rows.values())
-    head = [first] + ["evaluation"] * bool(recipes) + cols + ["n"] * counted + ["train min"] * trained + ["machine"]
+    machines = {short_machine(v) for v in rows.values()}
+    one = machines.pop() if len(machines) == 1 else None             # then said once, under the table
+    head = [first] + ["evaluation"] * bool(recipes) + cols + ["n"] * counted + ["train min"] * trained
+    head += ["machine"] * (one is None)
     head += ["command"] * own_commands
     lines, previous = ["| " + " | ".join(head) + " |", "| --- " * len(head) + "|"], None
     for key, v in sorted(rows.items()) if recipes else rows.items():
@@ -149,11 +154,12 @@ def table(rows, first, recipes=None, own_commands=False):
         cells = ["" if again else name] + [(("--" + extra) if extra else "") + one_pass] * bool(recipes)
         cells = [c.strip() for c in cells] + [shown[key].get(c, "") for c in cols]
         cells += [str(m.get("num_puzzles", "-"))] * counted
-        cells += (["", ""] if again else [f"{v['train_minutes']:.1f}"] * trained + [short_machine(v)])
+        cells += ([""] * (trained + (one is None)) if again else
+                  [f"{v['train_minutes']:.1f}"] * trained + [short_machine(v)] * (one is None))
         cells += [f"`{v['command']}`" + (f"<br>`{v['eval']}`" if v.get("eval") else "")] * own_commands
         lines.append("| " + " | ".join(cells) + " |")
         previous = name
-    return lines + [""]
+    return lines + (["", f"Machine: {one}.", ""] if one else [""])
 
 
 def group_tables(group, rows, recipes, own_commands):
@@ -203,9 +209,10 @@ def render():
              "from the training stream; rows on the 39 test photos are the mean of 8 passes over them (`--repeats 8`: "
              "seeds 1-8), except those marked (1 pass). Metrics are fractions (piece_acc, puzzle_acc; Kendall "
              "distances strict), seconds per puzzle on the row's machine; n: puzzles per pass. Train min: wall "
-             "minutes, with the end-of-training check. Machine: its CPU cores or its GPU; thr: the command's "
-             "`OMP_NUM_THREADS`. Machines are noisy: one run each. The headline tables: `bench/README.md`; how the "
-             "recipes were found, what each lever did and the differences from the paper: `bench/notes.md`.", ""]
+             "minutes, with the end-of-training check. Machine: its CPU cores or its GPU (under a table when all "
+             "its rows share it); thr: the command's `OMP_NUM_THREADS`. Machines are noisy: one run each. The "
+             "headline tables: `bench/README.md`; how the recipes were found, what each lever did and the "
+             "differences from the paper: `bench/notes.md`.", ""]
     groups = list(GROUPS) + sorted({v["group"] for v in results.values()} - set(GROUPS))
     for group in groups:
         rows = {k: v for k, v in results.items() if v["group"] == group}
