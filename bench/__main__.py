@@ -254,6 +254,17 @@ def record_gpu(path):
                                                   "train_minutes": 0.0, "metrics": m})
 
 
+def finished(recipe, out_root):
+    """Has recipe's run under out_root reached its --max-steps? (A stopped or running one has a ckpt.pt too.)"""
+    path = os.path.join(out_root, recipe, "ckpt.pt")
+    if not os.path.exists(path):
+        return False
+    import torch
+    flags = RECIPES[recipe][1]
+    step = torch.load(path, map_location="cpu", weights_only=True)["step"]
+    return step >= int(flags[flags.index("--max-steps") + 1])
+
+
 def export(src, dst):
     """A shippable checkpoint: config and EMA weights only (checkpoint.export_checkpoint)."""
     from plumbing.checkpoint import export_checkpoint
@@ -317,12 +328,12 @@ def main(args):
             one_call_val(args.out)
         elif name == "estimator-val":
             sweep("estimator-val", SHIPPED["video-mmnist-10x2"], ESTIMATOR_VAL, args.out)
-        elif name == "candidate-val":               # each trained candidate's ckpt.pt on val, before it may ship
-            found = [r for r in CANDIDATES if os.path.exists(os.path.join(args.out, r, "ckpt.pt"))]
-            if not found:
-                sys.exit(f"error: candidate-val found no ckpt.pt under {args.out}; train one of {list(CANDIDATES)} "
-                         "with `python -m bench RECIPE` first")
-            for recipe in found:
+        elif name == "candidate-val":               # each finished candidate's ckpt.pt on val, before it may ship
+            done = [r for r in CANDIDATES if finished(r, args.out)]
+            if not done:
+                sys.exit(f"error: candidate-val found no finished run of {CANDIDATES} under {args.out}; train one with "
+                         "`python -m bench RECIPE` (or continue it with --resume) first")
+            for recipe in done:
                 sweep("candidate-val", os.path.join(args.out, recipe, "ckpt.pt"),
                       {f"{recipe} {v}": f for v, f in CANDIDATE_VAL.items()}, args.out)
         elif name == "transfer":

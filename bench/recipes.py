@@ -155,7 +155,7 @@ RECIPES = {
     "video-mmnist-20x1-lr5e-4": ("train_video.py", with_flag(MMNIST, "--lr", "5e-4") + [
         "--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3", "6000", "--max-steps", "12000"], [[]]),
     # the 5 x 4 fix (batch 32, lr 5e-4) on 20 x 1, 16000 steps (issue 38); data in the main process (--workers 0:
-    # the same batches, 1.2x the steps per second of one worker beside one thread: `pace-mmnist` rows)
+    # the same batches; on 10 x 2, 1.2x the steps per second of one worker beside one thread: `pace-mmnist` rows)
     "video-mmnist-20x1-batch32-lr5e-4": ("train_video.py", with_flag(with_flag(MMNIST, "--lr", "5e-4"), "--eval-every",
                                                                      "2000") + [
         "--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3", "6000", "--batch-size", "32",
