@@ -72,3 +72,19 @@ def test_missing_curve_draws_the_rows(tmp_path):
     assert img.size == (760, 300) and len(set(img.convert("L").tobytes())) > 3   # lines drawn, not blank
     with pytest.raises(SystemExit, match="no rows"):
         missing_curve({}, tmp_path / "none.png")
+
+
+def test_report_tables_keep_their_columns():
+    """bench/report.py: every line of a table has its header's cells, whether the rows share one machine (said once,
+    under the table, after a blank line) or not (a machine column), recipes' repeated evaluations included."""
+    from bench.report import table
+    row = {"group": "recipes", "command": "python train_video.py", "train_minutes": 2.0,
+           "metrics": {"kendall": 0.1, "exact": 0.5, "num_puzzles": 200}}
+    gpu = {**row, "machine": "1 NVIDIA H200 + 16 CPU cores"}
+    for rows, one in [({"r": {**row, "machine": "2 CPU cores"}, "r--split val": {**row, "machine": "2 CPU cores"}},
+                       True), ({"r": {**row, "machine": "2 CPU cores"}, "r--split val": gpu}, False)]:
+        lines = table(rows, "recipe", recipes={"r": None})
+        body = [line for line in lines if line.startswith("|")]
+        assert len({line.count("|") for line in body}) == 1, lines
+        assert ("machine" in body[0]) is not one
+        assert one is (lines[-3:] == ["", "Machine: 2 CPU.", ""])
