@@ -255,14 +255,14 @@ def record_gpu(path):
 
 
 def finished(recipe, out_root):
-    """Has recipe's run under out_root reached its --max-steps? (A stopped or running one has a ckpt.pt too.)"""
+    """Has recipe's run under out_root reached the --max-steps its checkpoint was trained to (a resume may change it)?
+    A stopped or running one has a ckpt.pt too."""
+    from plumbing.checkpoint import load_checkpoint
     path = os.path.join(out_root, recipe, "ckpt.pt")
     if not os.path.exists(path):
         return False
-    import torch
-    flags = RECIPES[recipe][1]
-    step = torch.load(path, map_location="cpu", weights_only=True)["step"]
-    return step >= int(flags[flags.index("--max-steps") + 1])
+    ckpt = load_checkpoint(path)
+    return ckpt["step"] >= ckpt["config"].train["max_steps"]
 
 
 def export(src, dst):
