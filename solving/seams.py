@@ -4,14 +4,18 @@ different pictures. The pieces' own pixels say more: in a solved puzzle, the fac
 better than an edge matches the other pieces' edges; in a bag of unrelated pieces or of noise, no better.
 - `seam_ratios`: per puzzle, the median over its seams of (edge distance to the placed neighbour) / (median edge
   distance to the other pieces); images: the right / left columns and bottom / top rows; videos: a piece's last
-  frame against the next piece's first. About 0.1-0.4 for solved gapless puzzles (up to about 1 with 8 px gaps),
-  about 1 for bags that are no puzzle; NaN (no evidence) with fewer than 3 given pieces or 2 seams.
+  frame against the next piece's first. Videos of 2+ frames a piece also say how far one frame is from the next:
+  their ratio is multiplied by (median seam distance) / (median frame-to-frame distance within the pieces), about
+  1 for a clip and above it for frames of different clips (noise: about 1, caught by the first factor). About
+  0.1-0.4 for solved gapless images (up to about 1 with 8 px gaps), 0.45-0.85 for Moving MNIST clips, about 1 for
+  bags that are no puzzle; NaN (no evidence) with fewer than 3 given pieces or 2 seams.
 - `not_a_puzzle`: from a batch of real puzzles, bags that are no puzzle: each piece from another puzzle, and noise.
-- `fit_gate`: on val, the seam ratio above which 95% of each kind of bag lies; above it a bag is taken for no
-  puzzle, and the solver caps its puzzle probability at what val shows there: real puzzles solved over everything
-  above it, val's two bags per real puzzle included (so that prior sets it). Known weak spots: seams of flat or
-  low-texture pictures match everything about equally (ratio near 1), and slow-moving video seams separate less;
-  where more than 10% of the real val puzzles lie above it too (pieces cut with gaps), no gate is fitted.
+- `fit_gate`: on val, the seam ratio above which 99% of each kind of bag lies (at 95%, about 5% of test bags would
+  pass by construction); above it a bag is taken for no puzzle, and the solver caps its puzzle probability at what
+  val shows there: real puzzles solved over everything above it, val's two bags per real puzzle included (so that
+  prior sets it). Known weak spots: seams of flat or low-texture pictures match everything about equally (ratio
+  near 1), and single-frame video pieces have no frame-to-frame distance to compare a seam with; where more than
+  10% of the real val puzzles lie above it too (pieces cut with gaps), no gate is fitted.
 
 Not in the paper; solving/confidence.py uses the gate (Calibrated.confidence), sample.py --calibrate fits it.
 """
@@ -37,12 +41,13 @@ def seam_ratios(content, cells, grid, keep):
     assigned cells (videos: slots), grid (rows, cols) (videos: (1, N)), keep (B, N) the pieces with content (not
     generated). NaN (no evidence) where a puzzle has fewer than three given pieces or two seams between them."""
     content = np.asarray(content, dtype=np.float32)
+    video = content.ndim == 6
     out = np.full(len(content), np.nan)
     for b in range(len(content)):
         given = np.flatnonzero(keep[b])
         at = {int(cells[b, i]): i for i in given}
-        ratios = []
-        for dr, dc, outgoing, incoming in edges(content[b:b + 1], video=content.ndim == 6):
+        ratios, seams = [], []
+        for dr, dc, outgoing, incoming in edges(content[b:b + 1], video=video):
             o = outgoing[0, given].reshape(len(given), -1)
             d = np.abs(o[:, None] - incoming[0, given].reshape(len(given), -1)[None]).mean(-1)   # (G, G)
             for a, i in enumerate(given):
@@ -53,8 +58,13 @@ def seam_ratios(content, cells, grid, keep):
                 k = int(np.flatnonzero(given == j)[0])
                 others = np.delete(d[a], [a, k])
                 ratios.append(d[a, k] / (np.median(others) + 1e-6))
+                seams.append(d[a, k])
         if len(ratios) >= 2:
             out[b] = float(np.median(ratios))
+            if video and content.shape[2] > 1:                 # (F, ...) frames a piece: one frame to the next
+                x = content[b, given].reshape(len(given), content.shape[2], -1)
+                step = np.abs(x[:, 1:] - x[:, :-1]).mean(-1)    # (G, F - 1)
+                out[b] *= float(np.median(seams) / (np.median(step) + 1e-3))
     return out
 
 
@@ -74,10 +84,10 @@ def not_a_puzzle(batch, generator):
     return {**batch, "content": mixed}, {**batch, "content": noise.to(content.device)}
 
 
-def fit_gate(real, real_ok, bags, share=0.95, most=0.1):
+def fit_gate(real, real_ok, bags, share=0.99, most=0.1):
     """The seam ratio above which `share` of each kind of not-a-puzzle val bag lies (bags: {kind: ratios}), and the
     probability of a solved puzzle above it: (real puzzles solved there + 1) / (everything there + 2). None where
-    more than `most` of the real puzzles lie above it too (0.1: twice the share of bags it lets through): then it
+    more than `most` of the real puzzles lie above it too (0.1: ten times the share of bags it lets through): then it
     would hold back real puzzles, not bags that are no puzzle (pieces cut with gaps: the shipped gap model's val
     photos put 45% there)."""
     real, real_ok = np.asarray(real), np.asarray(real_ok, dtype=bool)
