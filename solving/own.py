@@ -244,8 +244,9 @@ def solve_pieces(args, solver):
         result.image.save(os.path.join(args.out, "solved.png"))
     odd = result.not_one_puzzle                                                              # calibrated solves only
     if odd:
-        print(f"note: the placed pieces' edges match each other no better than unrelated pieces do (seam ratio "
-              f"{result.seam:.2f}, at or above the gate fitted on val): probably not one puzzle")
+        print(f"note: the placed pieces' edges (clips: their seams against their frame steps too) match no better "
+              f"than unrelated pieces do (seam ratio {result.seam:.2f}, at or above the gate fitted on val): probably "
+              "not one puzzle")
     seam = None if np.isnan(result.seam) else result.seam                                   # NaN: no evidence
     report.update(puzzle_confidence=result.puzzle_confidence, seam_ratio=seam, not_a_puzzle=odd, ckpt=args.ckpt,
                   steps=args.steps, sampler=args.sampler, samples=args.samples, symmetries=args.symmetries,

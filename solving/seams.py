@@ -5,10 +5,10 @@ better than an edge matches the other pieces' edges; in a bag of unrelated piece
 - `seam_ratios`: per puzzle, the median over its seams of (edge distance to the placed neighbour) / (median edge
   distance to the other pieces); images: the right / left columns and bottom / top rows; videos: a piece's last
   frame against the next piece's first. Videos of 2+ frames a piece also say how far one frame is from the next:
-  their ratio is multiplied by (median seam distance) / (median frame-to-frame distance within the pieces), about
-  1 for a clip and above it for frames of different clips (noise: about 1, caught by the first factor). About
-  0.1-0.4 for solved gapless images (up to about 1 with 8 px gaps), 0.45-0.85 for Moving MNIST clips, about 1 for
-  bags that are no puzzle; NaN (no evidence) with fewer than 3 given pieces or 2 seams.
+  their ratio is multiplied by (median seam distance) / (median frame-to-frame distance within the pieces, repeated
+  frames left out), about 1 for a clip and above it for frames of different clips (noise: about 1, left to the
+  first factor). About 0.1-0.4 for solved gapless images (up to about 1 with 8 px gaps), 0.4-0.9 for Moving MNIST
+  val clips, about 1 for bags that are no puzzle; NaN (no evidence) with fewer than 3 given pieces or 2 seams.
 - `not_a_puzzle`: from a batch of real puzzles, bags that are no puzzle: each piece from another puzzle, and noise.
 - `fit_gate`: on val, the seam ratio above which 99% of each kind of bag lies (at 95%, about 5% of test bags would
   pass by construction); above it a bag is taken for no puzzle, and the solver caps its puzzle probability at what
@@ -37,9 +37,10 @@ def edges(content, video):
 
 
 def seam_ratios(content, cells, grid, keep):
-    """(B,) not-a-puzzle evidence of solved puzzles: content (B, N, ...) in the model's layout, cells (B, N) the
-    assigned cells (videos: slots), grid (rows, cols) (videos: (1, N)), keep (B, N) the pieces with content (not
-    generated). NaN (no evidence) where a puzzle has fewer than three given pieces or two seams between them."""
+    """(B,) not-a-puzzle evidence of solved puzzles (the module's docstring: the edge ratio, for clips of 2+ frames a
+    piece times the seam-to-step ratio): content (B, N, ...) in the model's layout, cells (B, N) the assigned cells
+    (videos: slots), grid (rows, cols) (videos: (1, N)), keep (B, N) the pieces with content (not generated). NaN (no
+    evidence) where a puzzle has fewer than three given pieces or two seams between them."""
     content = np.asarray(content, dtype=np.float32)
     video = content.ndim == 6
     out = np.full(len(content), np.nan)
@@ -64,7 +65,9 @@ def seam_ratios(content, cells, grid, keep):
             if video and content.shape[2] > 1:                 # (F, ...) frames a piece: one frame to the next
                 x = content[b, given].reshape(len(given), content.shape[2], -1)
                 step = np.abs(x[:, 1:] - x[:, :-1]).mean(-1)    # (G, F - 1)
-                out[b] *= float(np.median(seams) / (np.median(step) + 1e-3))
+                moved = step[step > 1e-6]                        # a repeated frame is no step
+                if len(moved):
+                    out[b] *= float(np.median(seams) / np.median(moved))
     return out
 
 
@@ -89,14 +92,20 @@ def fit_gate(real, real_ok, bags, share=0.99, most=0.1):
     probability of a solved puzzle above it: (real puzzles solved there + 1) / (everything there + 2). None where
     more than `most` of the real puzzles lie above it too (0.1: ten times the share of bags it lets through): then it
     would hold back real puzzles, not bags that are no puzzle (pieces cut with gaps: the shipped gap model's val
-    photos put 45% there)."""
+    photos put 45% above the 5% quantile, more above the 1%); None too where no bag gave evidence (NaN). Also kept:
+    `share`, and the val shares at or above the gate: "real_above" and "bags_above" {kind: share}."""
     real, real_ok = np.asarray(real), np.asarray(real_ok, dtype=bool)
-    threshold = min(float(np.nanquantile(r, 1 - share)) for r in bags.values())
+    quantiles = [np.nanquantile(r, 1 - share) for r in bags.values() if np.isfinite(r).any()]
+    if not quantiles:
+        return None                                   # no bag gave evidence
+    threshold = float(min(quantiles))
     above = real >= threshold
     if above.mean() > most:
         return None
     fakes = sum(int((np.asarray(r) >= threshold).sum()) for r in bags.values())
-    return {"threshold": threshold, "accuracy": float((real_ok[above].sum() + 1) / (above.sum() + fakes + 2))}
+    return {"threshold": threshold, "accuracy": float((real_ok[above].sum() + 1) / (above.sum() + fakes + 2)),
+            "share": share, "real_above": float(above.mean()),
+            "bags_above": {k: float(np.mean(np.asarray(r) >= threshold)) for k, r in bags.items()}}
 
 
 def bag_seams(solver, batch, grid, seed):

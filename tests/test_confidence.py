@@ -57,6 +57,8 @@ def test_video_seams_weigh_a_seam_against_the_steps_inside_pieces():
     keep, order = np.ones((4, 5), bool), np.tile(np.arange(5), (4, 1))
     assert seam_ratios(clips, order, (1, 5), keep).max() < 0.6
     assert seam_ratios(mixed, order, (1, 5), keep).min() > 1.2      # seams far beyond a step within a piece
+    twice = np.repeat(clips.reshape(4, 20, 1, 16, 16), 2, axis=1).reshape(4, 10, 4, 1, 16, 16)   # each frame twice
+    assert seam_ratios(twice, np.tile(np.arange(10), (4, 1)), (1, 10), np.ones((4, 10), bool)).max() < 0.6
     single = clips.reshape(4, 20, 1, 1, 16, 16)[:, :8]               # one frame a piece: the edge ratio alone
     assert 0 < seam_ratios(single, np.tile(np.arange(8), (4, 1)), (1, 8), np.ones((4, 8), bool)).max() < 1
 
@@ -81,6 +83,7 @@ def test_gate_holds_back_99_percent_of_each_kind_of_bag():
     assert all(np.mean(v >= gate["threshold"]) >= 0.99 for v in bags.values())
     above = sum(int((v >= gate["threshold"]).sum()) for v in bags.values())
     assert gate["accuracy"] == pytest.approx((7 + 1) / (10 + above + 2))
+    assert gate["real_above"] == pytest.approx(10 / 200) and min(gate["bags_above"].values()) >= 0.99
     table = fit(rng.normal(1, 1, 500), rng.random(500) < 0.8)
     assert 0 <= probability(table, -5) <= probability(table, 5) <= 1
 
@@ -93,6 +96,10 @@ def test_no_gate_where_real_seams_match_no_better_than_bags():
     real = rng.uniform(0.1, 0.5, 100)
     real[:15] = 1.0                                        # 15% of real puzzles above the bags: it cannot tell
     assert fit_gate(real, np.ones(100, bool), bags) is None and fit_gate(real, np.ones(100, bool), bags, most=0.2)
+    nan = {"mixed": bags["mixed"], "noise": np.full(100, np.nan)}          # a kind without evidence does not count
+    assert fit_gate(real, np.ones(100, bool), nan, most=0.2)["threshold"] == pytest.approx(np.quantile(bags["mixed"],
+                                                                                                     0.01))
+    assert fit_gate(real, np.ones(100, bool), {"noise": np.full(100, np.nan)}) is None
 
 
 def test_calibrate_chooses_by_cross_fitting_within_val():
