@@ -14,8 +14,9 @@ better than an edge matches the other pieces' edges; in a bag of unrelated piece
   pass by construction); above it a bag is taken for no puzzle, and the solver caps its puzzle probability at what
   val shows there: real puzzles solved over everything above it, val's two bags per real puzzle included (so that
   prior sets it). Known weak spots: seams of flat or low-texture pictures match everything about equally (ratio
-  near 1), and single-frame video pieces have no frame-to-frame distance to compare a seam with; where more than
-  10% of the real val puzzles lie above it too (pieces cut with gaps), no gate is fitted.
+  near 1), single-frame video pieces have no frame-to-frame distance to compare a seam with, and repeated frames
+  that are not bit-equal (decoded from a lossy video) count as tiny steps, which can flag a real clip; where more
+  than 10% of the real val puzzles lie above it too (pieces cut with gaps), no gate is fitted.
 
 Not in the paper; solving/confidence.py uses the gate (Calibrated.confidence), sample.py --calibrate fits it.
 """
@@ -105,7 +106,8 @@ def fit_gate(real, real_ok, bags, share=0.99, most=0.1):
     fakes = sum(int((np.asarray(r) >= threshold).sum()) for r in bags.values())
     return {"threshold": threshold, "accuracy": float((real_ok[above].sum() + 1) / (above.sum() + fakes + 2)),
             "share": share, "real_above": float(above.mean()),
-            "bags_above": {k: float(np.mean(np.asarray(r) >= threshold)) for k, r in bags.items()}}
+            "bags_above": {k: float(np.mean(np.asarray(r)[np.isfinite(r)] >= threshold)) for k, r in bags.items()
+                           if np.isfinite(r).any()}}
 
 
 def bag_seams(solver, batch, grid, seed):

@@ -96,7 +96,7 @@ def test_no_gate_where_real_seams_match_no_better_than_bags():
     real = rng.uniform(0.1, 0.5, 100)
     real[:15] = 1.0                                        # 15% of real puzzles above the bags: it cannot tell
     assert fit_gate(real, np.ones(100, bool), bags) is None and fit_gate(real, np.ones(100, bool), bags, most=0.2)
-    nan = {"mixed": bags["mixed"], "noise": np.full(100, np.nan)}          # a kind without evidence does not count
+    nan = {"noise": np.full(100, np.nan), "mixed": bags["mixed"]}          # a kind without evidence does not count
     assert fit_gate(real, np.ones(100, bool), nan, most=0.2)["threshold"] == pytest.approx(np.quantile(bags["mixed"],
                                                                                                      0.01))
     assert fit_gate(real, np.ones(100, bool), {"noise": np.full(100, np.nan)}) is None
