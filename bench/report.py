@@ -77,25 +77,24 @@ GROUPS = {
     "baselines": ("Non-learned baselines (the recipes' test puzzles; `val` rows: their val puzzles)",
                   "`python -m bench baselines` (the `val` rows: `python -m bench baselines-val`); images "
                   "piece_acc / puzzle_acc, videos kendall / exact; MGC and edge: exhaustive placement"),
-    "sampler": ("Sampler: one call and DDIM steps against DDPM-1000 (image-3x3 checkpoint, shipped as "
-                "`checkpoints/image-shapes-3x3.pt`)",
+    "sampler": ("Sampler: one call and DDIM steps against DDPM-1000 (`checkpoints/image-shapes-3x3.pt`)",
                 "`python -m bench sampler` (the steps-1 row: `python -m bench one-call`)"),
-    "one-call": ("One network call (`--steps 1`) on the video recipe rows' test clips (shipped checkpoints)",
+    "one-call": ("One call (`--steps 1`) on the video recipe rows' test clips (shipped models)",
                  "`python -m bench one-call`"),
-    "confidence": ("Confidence: tables fitted on val (`--calibrate`), ECE on test with the README's settings "
-                   "(earlier tables' rows: commit 583ecc8)",
+    "confidence": ("Confidence: tables fitted on val (`--calibrate`), ECE on test (README settings; earlier rows: "
+                   "583ecc8)",
                    "`python -m bench confidence cross-fit ece-bootstrap not-a-puzzle own-photos confidence-evidence`"),
-    "one-call val": ("sample.py's default chosen on val: one call, DDIM-50, DDPM-50 (val split, `--seed 1`; image "
-                     "rows 8 passes; photo rows trained on val)", "`python -m bench one-call-val`"),
+    "one-call val": ("sample.py's default chosen on val: one call, DDIM-50, DDPM-50 (`--seed 1`; images 8 "
+                     "passes; photo rows trained on val)", "`python -m bench one-call-val`"),
     "assign": ("Assignment: Hungarian (default) against the paper's greedy rule, same sampled codes",
                "`python -m bench assign`"),
     "ensemble": ("Ensembles: K samples of the codes per puzzle, assigned on their mean distance",
                  "`python -m bench ensemble` (the README row alone: `python -m bench ensemble-readme`; the steps-1 "
                  "rows: `python -m bench one-call`)"),
-    "estimator-val": ("The estimator on val (issue 38): K samples per clip of the shipped 10 x 2 model, 200 val clips",
+    "estimator-val": ("Estimator on val (issue 38): K samples a clip, shipped 10 x 2, 200 val clips",
                       "`python -m bench estimator-val`"),
-    "candidate-val": ("Candidates on val (issue 38): trained Moving MNIST recipes on the estimator rows' 200 val "
-                      "clips, before one may replace a shipped model", "`python -m bench candidate-val`"),
+    "candidate-val": ("Candidates on val (issue 38): Moving MNIST recipes on 200 val clips, before one ships",
+                      "`python -m bench candidate-val`"),
     "transfer": ("The shipped photo gap model on built-in shapes (24 px pieces in 32 px cells)",
                  "`python -m bench transfer`"),
     "throughput": ("Throughput (DiT on 3x3 puzzles, U-Net on 5 x 4 or 8 x 4 pieces; batch as listed)",
@@ -202,17 +201,16 @@ def baseline_rows(rows):
 def render():
     results = load_results()
     lines = ["# Benchmarks", "",
-             f"The full log (every row with its command, and the notes appended) is in git history: `git show "
-             f"{HISTORY}:bench/BENCHMARKS.md`.", "",
-             "Written by `python -m bench` from `bench/results.json`, which holds each row's exact command, machine "
-             "and date. Test puzzles: fresh seeds (test split, `--seed 1` unless the row says otherwise), disjoint "
-             "from the training stream; rows on the 39 test photos are the mean of 8 passes over them (`--repeats 8`: "
-             "seeds 1-8), except those marked (1 pass). Metrics are fractions (piece_acc, puzzle_acc; Kendall "
+             f"The full log (every row's command, the notes appended): `git show {HISTORY}:bench/BENCHMARKS.md`.",
+             "",
+             "Written by `python -m bench` from `bench/results.json` (each row's command, machine, date). Test "
+             "puzzles: fresh seeds (test split, `--seed 1` unless said), disjoint from training; photo rows: the mean "
+             "of 8 passes over the 39 test photos (`--repeats 8`, seeds 1-8) unless marked (1 pass). "
+             "Metrics are fractions (piece_acc, puzzle_acc; Kendall "
              "distances strict), seconds per puzzle on the row's machine; n: puzzles per pass. Train min: wall "
-             "minutes, with the end-of-training check. Machine: its CPU cores or its GPU (under a table when all "
-             "its rows share it); thr: the command's `OMP_NUM_THREADS`. Machines are noisy: one run each. The "
-             "headline tables: `bench/README.md`; how the recipes were found, what each lever did and the "
-             "differences from the paper: `bench/notes.md`.", ""]
+             "minutes (with the last check). Machine: its CPU cores or its GPU (under a table when all "
+             "its rows share it); thr: the command's `OMP_NUM_THREADS`. Machines are noisy: one run each. "
+             "Headlines: `bench/README.md`; how the recipes were found: `bench/notes.md`.", ""]
     groups = list(GROUPS) + sorted({v["group"] for v in results.values()} - set(GROUPS))
     for group in groups:
         rows = {k: v for k, v in results.items() if v["group"] == group}
