@@ -91,7 +91,7 @@ GROUPS = {
     "ensemble": ("Ensembles: K samples of the codes per puzzle, assigned on their mean distance",
                  "`python -m bench ensemble` (the README row alone: `python -m bench ensemble-readme`; the steps-1 "
                  "rows: `python -m bench one-call`)"),
-    "estimator-val": ("Estimator on val (issue 38): K samples a clip, shipped 10 x 2, 200 val clips",
+    "estimator-val": ("Estimator on val (issue 38): K samples a clip, shipped 10 x 2",
                       "`python -m bench estimator-val`"),
     "candidate-val": ("Candidates on val (issue 38): Moving MNIST recipes on 200 val clips, before one ships",
                       "`python -m bench candidate-val`"),
