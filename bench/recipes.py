@@ -168,10 +168,10 @@ RECIPES = {
     # batch 32 at half the learning rate, longer: the 5 x 4 recipe that orders every test clip (bench/notes.md)
     "video-mmnist-5x4-batch32-lr5e-4": ("train_video.py", with_flag(MMNIST_5X4, "--lr", "5e-4") + [
         "--curriculum", "3", "2000", "--batch-size", "32", "--max-steps", "12000"], [[]]),
-    # the 5 x 4 fix (batch 32, lr 5e-4) carried over to 10 x 2, longer
+    # the 5 x 4 fix (batch 32, lr 5e-4) carried over to 10 x 2, longer; data in the main process (the same batches)
     "video-mmnist-10x2-batch32-lr5e-4": ("train_video.py", with_flag(MMNIST, "--lr", "5e-4") + [
         "--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3", "2000", "--batch-size", "32",
-        "--max-steps", "16000"], [[]]),
+        "--max-steps", "16000", "--workers", "0"], [[]]),
     # issue 38: the same for 40000 steps (about 290 minutes at 2.3 steps/s; held-out checks every 2000 steps), resumed
     # across sessions with `python -m bench --resume` where a session's runs/ survives
     "video-mmnist-10x2-batch32-lr5e-4-40k": ("train_video.py", with_flag(with_flag(MMNIST, "--lr", "5e-4"),
@@ -253,18 +253,22 @@ VIDEO_BASELINES = [("digits", None, 5, 4, 32), ("digits", None, 10, 2, 32)]
 VIDEO_BASELINES += [("movingmnist", MNIST, p, f, 32) for p, f in [(5, 4), (10, 2), (20, 1)]]
 
 # the shipped checkpoints: `python -m bench --export` of their recipes' EMA weights (image-shapes-3x3: image-3x3,
-# video-digits-5x4: video-5x4, video-mmnist-10x2: video-mmnist-10x2, video-mmnist-5x4: video-mmnist-5x4-batch32-lr5e-4;
+# video-digits-5x4: video-5x4, video-mmnist-10x2: video-mmnist-10x2, video-mmnist-5x4: video-mmnist-5x4-batch32-lr5e-4,
+# video-mmnist-20x1: video-mmnist-20x1-batch32-lr5e-4;
 # the photo models: image-photos-3x3 and image-photos-3x3-gap-ft), so their recipe rows can be scored again without
 # training
 SHIPPED = {name: f"checkpoints/{name}.pt" for name in ("image-shapes-3x3", "video-digits-5x4", "video-mmnist-10x2",
-                                                       "video-mmnist-5x4", "image-photos-3x3", "image-photos-3x3-gap")}
+                                                       "video-mmnist-5x4", "video-mmnist-20x1", "image-photos-3x3",
+                                                       "image-photos-3x3-gap")}
 # the paper's Moving MNIST protocol (its Table 5; issue 38): each shipped Moving MNIST checkpoint on 1000 test clips
-# made from MNIST test digits, first piece anchored, no missing pieces, DDIM-50, and 10 x 2 with the estimator chosen
-# on val
-# (ESTIMATOR_VAL: DDPM-50, 4 samples a clip) (python -m bench paper-table); {row suffix: (checkpoint, sample.py flags)}
+# made from MNIST test digits, first piece anchored, no missing pieces, DDIM-50, and 10 x 2 and 20 x 1 with the
+# estimator chosen on val (DDPM-50, 4 samples a clip: ESTIMATOR_VAL, CANDIDATE_VAL) (python -m bench paper-table);
+# {row suffix: (checkpoint, sample.py flags)}
 PAPER_TABLE = {"video-mmnist-5x4": ("video-mmnist-5x4", ["--sampler", "ddim"]),
                "video-mmnist-10x2": ("video-mmnist-10x2", ["--sampler", "ddim"]),
-               "video-mmnist-10x2 ddpm-50 x4": ("video-mmnist-10x2", ["--sampler", "ddpm", "--samples", "4"])}
+               "video-mmnist-10x2 ddpm-50 x4": ("video-mmnist-10x2", ["--sampler", "ddpm", "--samples", "4"]),
+               "video-mmnist-20x1": ("video-mmnist-20x1", ["--sampler", "ddim"]),
+               "video-mmnist-20x1 ddpm-50 x4": ("video-mmnist-20x1", ["--sampler", "ddpm", "--samples", "4"])}
 PAPER_CLIPS = "1000"
 # one network call at t = T-1 (issue 27.3): the x0 prediction from pure noise, the posterior-mean estimate of every
 # code. DDPM and DDIM give the same x0 from the same noise, but DDPM's last step draws noise that it weighs 0, which
@@ -333,7 +337,7 @@ CONFIDENCE = [("image-shapes-3x3", ["--sampler", "ddim"]),              # (the s
               ("image-photos-3x3", ["--sampler", "ddim", *REPEATS]),
               ("image-photos-3x3-gap", ["--sampler", "ddim", "--missing", "0", "--samples", "32", *REPEATS]),
               ("video-digits-5x4", ["--sampler", "ddim"]), ("video-mmnist-10x2", ["--sampler", "ddim"]),
-              ("video-mmnist-5x4", ["--sampler", "ddim"])]
+              ("video-mmnist-5x4", ["--sampler", "ddim"]), ("video-mmnist-20x1", ["--sampler", "ddim"])]
 # val passes of the fit where they differ from the test rows': the photo model's tables on 32 passes of its 22 val
 # photos (python -m bench cross-fit, raised 10 / 10: half the photos' held-out ECE 0.021 / 0.122 fitted on 8 passes,
 # 0.011 / 0.067 on 32); the gap model keeps 8 (32 samples a puzzle)

@@ -71,47 +71,45 @@ def fmt(m):
 # group -> (title, the command that reproduces its rows; None: each row's own command, hand-run rows)
 GROUPS = {
     "recipes": ("Recipes (train + score)",
-                "`python -m bench RECIPE` trains a recipe (its flags: `bench/recipes.py`), then scores each evaluation "
-                "with `sample.py --num-puzzles 200 --seed 1 --sampler ddim` and the evaluation's flags; "
-                "`python -m bench --score-only RECIPE` scores its checkpoint again"),
-    "baselines": ("Non-learned baselines (the recipes' test puzzles; `val` rows: their val puzzles)",
+                "`python -m bench RECIPE` trains a recipe (`bench/recipes.py`), then scores it with `sample.py "
+                "--num-puzzles 200 --seed 1 --sampler ddim` and the evaluation's flags (`--score-only`: scores again)"),
+    "baselines": ("Non-learned baselines (the recipes' test puzzles; `val` rows: val)",
                   "`python -m bench baselines` (the `val` rows: `python -m bench baselines-val`); images "
                   "piece_acc / puzzle_acc, videos kendall / exact; MGC and edge: exhaustive placement"),
-    "sampler": ("Sampler: one call and DDIM steps against DDPM-1000 (`checkpoints/image-shapes-3x3.pt`)",
+    "sampler": ("Sampler: one call and DDIM steps against DDPM-1000 (shipped shapes model)",
                 "`python -m bench sampler` (the steps-1 row: `python -m bench one-call`)"),
-    "one-call": ("One call (`--steps 1`) on the video recipe rows' test clips (shipped models)",
+    "one-call": ("One call (`--steps 1`) on the shipped video models' recipe clips",
                  "`python -m bench one-call`"),
     "confidence": ("Confidence: tables fitted on val (`--calibrate`), ECE on test (README settings; earlier rows: "
                    "583ecc8)",
                    "`python -m bench confidence cross-fit ece-bootstrap not-a-puzzle own-photos confidence-evidence`"),
-    "one-call val": ("sample.py's default chosen on val: one call, DDIM-50, DDPM-50 (`--seed 1`; images 8 "
-                     "passes; photo rows trained on val)", "`python -m bench one-call-val`"),
-    "assign": ("Assignment: Hungarian (default) against the paper's greedy rule, same sampled codes",
+    "one-call val": ("sample.py's default chosen on val (`--seed 1`; images 8 passes; photo rows trained on "
+                     "val)", "`python -m bench one-call-val`"),
+    "assign": ("Assignment: Hungarian (default) against the paper's greedy rule",
                "`python -m bench assign`"),
     "ensemble": ("Ensembles: K samples of the codes per puzzle, assigned on their mean distance",
                  "`python -m bench ensemble` (the README row alone: `python -m bench ensemble-readme`; the steps-1 "
                  "rows: `python -m bench one-call`)"),
     "estimator-val": ("Estimator on val (issue 38): K samples a clip, shipped 10 x 2",
                       "`python -m bench estimator-val`"),
-    "candidate-val": ("Candidates on val (issue 38): Moving MNIST recipes on 200 val clips, before one ships",
+    "candidate-val": ("Candidates on val (issue 38): 200 val clips, before one ships",
                       "`python -m bench candidate-val`"),
-    "transfer": ("The shipped photo gap model on built-in shapes (24 px pieces in 32 px cells)",
+    "transfer": ("The shipped photo gap model on built-in shapes (24 px pieces, 32 px cells)",
                  "`python -m bench transfer`"),
-    "throughput": ("Throughput (DiT on 3x3 puzzles, U-Net on 5 x 4 or 8 x 4 pieces; batch as listed)",
+    "throughput": ("Throughput",
                    "`python -m bench throughput` (`--device cuda`: the (cuda) rows; the (NVIDIA H200) rows: "
                    "`bench/gpu.py`, recorded by `python -m bench gpu-record`)"),
-    "loader": ("Data loading: the ImageNet protocol on the photos (images/s); a data worker against the model step "
-               "(ms)",
+    "loader": ("Data loading (images/s; ms a batch against the model step)",
                "`python -m bench loader`, `loader-quickstart`, `loader-mmnist`, `pace-mmnist`"),
-    "symmetry": ("Symmetries at solve time (issue 29, lever 3): `--symmetries` against as many samples",
+    "symmetry": ("Symmetries at solve time: `--symmetries` against as many samples",
                  "`python -m bench symmetry`"),
-    "quickstart": ("Quickstart levers (issue 29, lever 5): one change each, 200 val puzzles, DDPM-50", None),
-    "compute": ("Compute (issue 29, lever 4): photo models trained on a lent H200, scored here",
+    "quickstart": ("Quickstart levers: one change each, 200 val puzzles, DDPM-50", None),
+    "compute": ("Compute: photo models trained on a lent H200, scored here",
                 "`python -m bench compute-val` (the checkpoints: `bench/gpu.py`)"),
-    "paper-table": ("The paper's Moving MNIST protocol (its Table 5): the shipped Moving MNIST checkpoints on 1000 "
-                    "test clips (MNIST test digits, first piece anchored, --seed 1; DDIM-50, and for 10 x 2 also the "
-                    "estimator chosen on val)", "`python -m bench paper-table`"),
-    "gpu": ("The lent-GPU session (`bench/gpu.py`, issue 30): training runs on the device",
+    "paper-table": ("The paper's Moving MNIST protocol (its Table 5): shipped checkpoints, 1000 test clips (MNIST "
+                    "test digits, anchored, --seed 1; DDIM-50 and the estimator chosen on val)",
+                    "`python -m bench paper-table`"),
+    "gpu": ("The lent-GPU session: training runs on the device",
             "on the device `python -m bench.gpu --photos .photos --out $OUT --runs /tmp/runs --photo-seconds 200 "
             "--gap-seconds 60`, then `python -m bench gpu-record` here"),
 }
@@ -204,12 +202,10 @@ def render():
              f"The full log (every row's command, the notes appended): `git show {HISTORY}:bench/BENCHMARKS.md`.",
              "",
              "Written by `python -m bench` from `bench/results.json` (each row's command, machine, date). Test "
-             "puzzles: fresh seeds (test split, `--seed 1` unless said), disjoint from training; photo rows: the mean "
-             "of 8 passes over the 39 test photos (`--repeats 8`, seeds 1-8) unless marked (1 pass). "
-             "Metrics are fractions (piece_acc, puzzle_acc; Kendall "
-             "distances strict), seconds per puzzle on the row's machine; n: puzzles per pass. Train min: wall "
-             "minutes (with the last check). Machine: its CPU cores or its GPU (under a table when all "
-             "its rows share it); thr: the command's `OMP_NUM_THREADS`. Machines are noisy: one run each. "
+             "puzzles: fresh seeds (`--seed 1` unless said); photo rows: 8 passes over the 39 test photos unless "
+             "marked (1 pass). Fractions; Kendall distances strict; n: puzzles per pass; train min: wall minutes. "
+             "Machine: CPU cores or GPU (under a table when all its rows share it); thr: `OMP_NUM_THREADS`. One run "
+             "each. "
              "Headlines: `bench/README.md`; how the recipes were found: `bench/notes.md`.", ""]
     groups = list(GROUPS) + sorted({v["group"] for v in results.values()} - set(GROUPS))
     for group in groups:

@@ -239,8 +239,8 @@ def calibrate(path, split, solver, found, bags, per_pass):
           f"{sorted(calibration['tables'])} missing now); "
           + ("no not-a-puzzle gate: most real puzzles' seams match no better than unrelated pieces'" if not gate else
              f"not a puzzle: seam ratio >= {gate['threshold']:.3f} (" + ", ".join(
-                 f"{k} bags {np.mean(v >= gate['threshold']):.0%}" for k, v in bags.items())
-             + f", real puzzles {np.mean(found[4] >= gate['threshold']):.0%}), then P(solved) {gate['accuracy']:.3f}"))
+                 f"{k} bags {v:.0%}" for k, v in gate["bags_above"].items())
+             + f", real puzzles {gate['real_above']:.0%}), then P(solved) {gate['accuracy']:.3f}"))
     return calibration
 
 

@@ -96,18 +96,18 @@ def fit_gate(real, real_ok, bags, share=0.99, most=0.1):
     photos put 45% above the 5% quantile, more above the 1%); None too where no bag gave evidence (NaN). Also kept:
     `share`, and the val shares at or above the gate: "real_above" and "bags_above" {kind: share}."""
     real, real_ok = np.asarray(real), np.asarray(real_ok, dtype=bool)
-    quantiles = [np.nanquantile(r, 1 - share) for r in bags.values() if np.isfinite(r).any()]
-    if not quantiles:
+    bags = {k: np.asarray(r)[np.isfinite(r)] for k, r in bags.items()}       # evidence only
+    bags = {k: r for k, r in bags.items() if len(r)}
+    if not bags:
         return None                                   # no bag gave evidence
-    threshold = float(min(quantiles))
+    threshold = float(min(np.quantile(r, 1 - share) for r in bags.values()))
     above = real >= threshold
     if above.mean() > most:
         return None
-    fakes = sum(int((np.asarray(r) >= threshold).sum()) for r in bags.values())
+    fakes = sum(int((r >= threshold).sum()) for r in bags.values())
     return {"threshold": threshold, "accuracy": float((real_ok[above].sum() + 1) / (above.sum() + fakes + 2)),
             "share": share, "real_above": float(above.mean()),
-            "bags_above": {k: float(np.mean(np.asarray(r)[np.isfinite(r)] >= threshold)) for k, r in bags.items()
-                           if np.isfinite(r).any()}}
+            "bags_above": {k: float(np.mean(r >= threshold)) for k, r in bags.items()}}
 
 
 def bag_seams(solver, batch, grid, seed):
