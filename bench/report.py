@@ -80,14 +80,14 @@ GROUPS = {
                 "`python -m bench sampler` (the steps-1 row: `python -m bench one-call`)"),
     "one-call": ("One call (`--steps 1`) on the shipped video models' recipe clips",
                  "`python -m bench one-call`"),
-    "confidence": ("Confidence: tables fitted on val (`--calibrate`), ECE on test (README settings; earlier rows: "
+    "confidence": ("Confidence: tables fitted on val (`--calibrate`), ECE on test (README settings; older rows: "
                    "583ecc8)",
                    "`python -m bench confidence cross-fit ece-bootstrap not-a-puzzle own-photos confidence-evidence`"),
     "one-call val": ("sample.py's default chosen on val (`--seed 1`; images 8 passes; photo rows trained on "
                      "val)", "`python -m bench one-call-val`"),
     "assign": ("Assignment: Hungarian (default) against the paper's greedy rule",
                "`python -m bench assign`"),
-    "ensemble": ("Ensembles: K samples of the codes per puzzle, assigned on their mean distance",
+    "ensemble": ("Ensembles: K samples of the codes a puzzle, assigned on their mean distance",
                  "`python -m bench ensemble` (the README row alone: `python -m bench ensemble-readme`; the steps-1 "
                  "rows: `python -m bench one-call`)"),
     "estimator-val": ("Estimator on val (issue 38): K samples a clip, shipped 10 x 2",
@@ -202,10 +202,10 @@ def render():
              f"The full log (every row's command, the notes appended): `git show {HISTORY}:bench/BENCHMARKS.md`.",
              "",
              "Written by `python -m bench` from `bench/results.json` (each row's command, machine, date). Test "
-             "puzzles: fresh seeds (`--seed 1` unless said); photo rows: 8 passes over the 39 test photos unless "
-             "marked (1 pass). Fractions; Kendall distances strict; n: puzzles per pass; train min: wall minutes. "
-             "Machine: CPU cores or GPU (under a table when all its rows share it); thr: `OMP_NUM_THREADS`. One run "
-             "each. "
+             "puzzles: fresh seeds (`--seed 1` unless said), disjoint from training; photo rows: 8 passes over the "
+             "39 test photos unless marked (1 pass). Fractions; Kendall distances strict; n: puzzles per pass; "
+             "train min: wall minutes. Machine: CPU cores or GPU (under a table when its rows share it); thr: "
+             "`OMP_NUM_THREADS`. One run each. "
              "Headlines: `bench/README.md`; how the recipes were found: `bench/notes.md`.", ""]
     groups = list(GROUPS) + sorted({v["group"] for v in results.values()} - set(GROUPS))
     for group in groups:

@@ -96,8 +96,8 @@ def fit_gate(real, real_ok, bags, share=0.99, most=0.1):
     photos put 45% above the 5% quantile, more above the 1%); None too where no bag gave evidence (NaN). Also kept:
     `share`, and the val shares at or above the gate: "real_above" and "bags_above" {kind: share}."""
     real, real_ok = np.asarray(real), np.asarray(real_ok, dtype=bool)
-    bags = {k: np.asarray(r)[np.isfinite(r)] for k, r in bags.items()}       # evidence only
-    bags = {k: r for k, r in bags.items() if len(r)}
+    bags = {k: np.asarray(r, dtype=float) for k, r in bags.items()}
+    bags = {k: r[~np.isnan(r)] for k, r in bags.items() if (~np.isnan(r)).any()}     # NaN: no evidence
     if not bags:
         return None                                   # no bag gave evidence
     threshold = float(min(np.quantile(r, 1 - share) for r in bags.values()))

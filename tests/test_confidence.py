@@ -84,6 +84,10 @@ def test_gate_holds_back_99_percent_of_each_kind_of_bag():
     above = sum(int((v >= gate["threshold"]).sum()) for v in bags.values())
     assert gate["accuracy"] == pytest.approx((7 + 1) / (10 + above + 2))
     assert gate["real_above"] == pytest.approx(10 / 200) and min(gate["bags_above"].values()) >= 0.99
+    bags["mixed"][:3], bags["noise"][:3] = np.inf, np.nan            # inf: far from any puzzle; NaN: no evidence
+    again = fit_gate(real, ok, bags)
+    assert again["bags_above"]["mixed"] == pytest.approx(np.mean(bags["mixed"] >= again["threshold"]))
+    assert again["bags_above"]["noise"] == pytest.approx(np.mean(bags["noise"][3:] >= again["threshold"]))
     table = fit(rng.normal(1, 1, 500), rng.random(500) < 0.8)
     assert 0 <= probability(table, -5) <= probability(table, 5) <= 1
 
