@@ -94,13 +94,14 @@ def fit_gate(real, real_ok, bags, share=0.99, most=0.1):
     more than `most` of the real puzzles lie above it too (0.1: ten times the share of bags it lets through): then it
     would hold back real puzzles, not bags that are no puzzle (pieces cut with gaps: the shipped gap model's val
     photos put 45% above the 5% quantile, more above the 1%); None too where no bag gave evidence (NaN). Also kept:
-    `share`, and the val shares at or above the gate: "real_above" and "bags_above" {kind: share}."""
+    `share`, and the val shares held back (at or above the gate; NaN never is): "real_above" and "bags_above" {kind:
+    share}."""
     real, real_ok = np.asarray(real), np.asarray(real_ok, dtype=bool)
     bags = {k: np.asarray(r, dtype=float) for k, r in bags.items()}
-    bags = {k: r[~np.isnan(r)] for k, r in bags.items() if (~np.isnan(r)).any()}     # NaN: no evidence
+    bags = {k: r for k, r in bags.items() if (~np.isnan(r)).any()}       # kinds with evidence
     if not bags:
         return None                                   # no bag gave evidence
-    threshold = float(min(np.quantile(r, 1 - share) for r in bags.values()))
+    threshold = float(min(np.quantile(r[~np.isnan(r)], 1 - share) for r in bags.values()))
     above = real >= threshold
     if above.mean() > most:
         return None

@@ -87,7 +87,7 @@ def test_gate_holds_back_99_percent_of_each_kind_of_bag():
     bags["mixed"][:3], bags["noise"][:3] = np.inf, np.nan            # inf: far from any puzzle; NaN: no evidence
     again = fit_gate(real, ok, bags)
     assert again["bags_above"]["mixed"] == pytest.approx(np.mean(bags["mixed"] >= again["threshold"]))
-    assert again["bags_above"]["noise"] == pytest.approx(np.mean(bags["noise"][3:] >= again["threshold"]))
+    assert again["bags_above"]["noise"] == pytest.approx(np.mean(bags["noise"][3:] >= again["threshold"]) * 97 / 100)
     table = fit(rng.normal(1, 1, 500), rng.random(500) < 0.8)
     assert 0 <= probability(table, -5) <= probability(table, 5) <= 1
 
