@@ -73,41 +73,39 @@ GROUPS = {
     "recipes": ("Recipes (train + score)",
                 "`python -m bench RECIPE` trains a recipe (`bench/recipes.py`), then scores it with `sample.py "
                 "--num-puzzles 200 --seed 1 --sampler ddim` and the evaluation's flags (`--score-only`: scores again)"),
-    "baselines": ("Non-learned baselines (the recipes' test puzzles; `val` rows: val)",
-                  "`python -m bench baselines` (the `val` rows: `python -m bench baselines-val`); images "
-                  "piece_acc / puzzle_acc, videos kendall / exact; MGC and edge: exhaustive placement"),
+    "baselines": ("Non-learned baselines (the recipes' puzzles)",
+                  "`python -m bench baselines` (`val` rows: `baselines-val`); MGC and edge: exhaustive placement"),
     "sampler": ("Sampler: one call and DDIM steps against DDPM-1000 (shipped shapes model)",
                 "`python -m bench sampler` (the steps-1 row: `python -m bench one-call`)"),
     "one-call": ("One call (`--steps 1`) on the shipped video models' recipe clips",
                  "`python -m bench one-call`"),
-    "confidence": ("Confidence: tables fitted on val (`--calibrate`), ECE on test (README settings; older rows: "
-                   "583ecc8)",
+    "confidence": ("Confidence: fitted on val (`--calibrate`), ECE on test (README settings; older rows: 583ecc8)",
                    "`python -m bench confidence cross-fit ece-bootstrap not-a-puzzle own-photos confidence-evidence`"),
-    "one-call val": ("sample.py's default chosen on val (`--seed 1`; images 8 passes; photo rows trained on "
-                     "val)", "`python -m bench one-call-val`"),
+    "one-call val": ("sample.py's default, chosen on val (images 8 passes; photo rows trained on val)",
+                     "`python -m bench one-call-val`"),
     "assign": ("Assignment: Hungarian (default) against the paper's greedy rule",
                "`python -m bench assign`"),
     "ensemble": ("Ensembles: K samples of the codes a puzzle, assigned on their mean distance",
                  "`python -m bench ensemble` (the README row alone: `python -m bench ensemble-readme`; the steps-1 "
                  "rows: `python -m bench one-call`)"),
-    "estimator-val": ("Estimator on val (issue 38): K samples a clip, shipped 10 x 2",
+    "estimator-val": ("Estimator on val: K samples a clip, shipped 10 x 2",
                       "`python -m bench estimator-val`"),
-    "candidate-val": ("Candidates on val (issue 38): 200 val clips, before one ships",
+    "candidate-val": ("Candidates: 200 val clips, before one ships",
                       "`python -m bench candidate-val`"),
     "transfer": ("The shipped photo gap model on built-in shapes (24 px pieces, 32 px cells)",
                  "`python -m bench transfer`"),
     "throughput": ("Throughput",
                    "`python -m bench throughput` (`--device cuda`: the (cuda) rows; the (NVIDIA H200) rows: "
                    "`bench/gpu.py`, recorded by `python -m bench gpu-record`)"),
-    "loader": ("Data loading (images/s; ms a batch against the model step)",
+    "loader": ("Data loading (images/s; ms a batch, against a step)",
                "`python -m bench loader`, `loader-quickstart`, `loader-mmnist`, `pace-mmnist`"),
     "symmetry": ("Symmetries at solve time: `--symmetries` against as many samples",
                  "`python -m bench symmetry`"),
     "quickstart": ("Quickstart levers: one change each, 200 val puzzles, DDPM-50", None),
-    "compute": ("Compute: photo models trained on a lent H200, scored here",
+    "compute": ("Compute: photo models trained on an H200, scored here",
                 "`python -m bench compute-val` (the checkpoints: `bench/gpu.py`)"),
-    "paper-table": ("The paper's Moving MNIST protocol (its Table 5): shipped checkpoints, 1000 test clips (MNIST "
-                    "test digits, anchored, --seed 1; DDIM-50 and the estimator chosen on val)",
+    "paper-table": ("The paper's Moving MNIST protocol (Table 5): shipped checkpoints, 1000 test clips (anchored; "
+                    "DDIM-50, the estimator chosen on val)",
                     "`python -m bench paper-table`"),
     "gpu": ("The lent-GPU session: training runs on the device",
             "on the device `python -m bench.gpu --photos .photos --out $OUT --runs /tmp/runs --photo-seconds 200 "
