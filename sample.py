@@ -109,8 +109,8 @@ def score_test_set(args, solver):
     if args.repeats > 1:
         metrics["passes"] = passes
     metrics.update({k: getattr(puzzle, k) for k in kind.reported})
-    found = [np.concatenate(part) for part in zip(*found)]   # piece margins, correct; puzzle margins, correct; seams;
-    # the puzzle of each piece
+    found = [np.concatenate(part) for part in zip(*found)]   # piece margins, correct; puzzle margins, correct;
+    # bag_evidence; the puzzle of each piece
     if args.calibrate:
         metrics["calibration"] = calibrate(args.ckpt, args.split, solver, found, bags, per_pass=num)
     elif solver.calibration is not None and not solver.calibrated():

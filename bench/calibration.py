@@ -51,7 +51,7 @@ def ece_bootstrap(name, flags):
     over the test pictures."""
     from bench.crossfit import bootstrap_ece, collect
     solver, found, picture, _ = collect(SHIPPED[name], "test", passes_of(flags))
-    piece, whole = solver.confidence(found[0], found[2], seam=found[4], owner=found[5])
+    piece, whole = solver.confidence(found[0], found[2], evidence=found[4], owner=found[5])
     return {"pictures": int(len(np.unique(picture))), "puzzles": int(len(found[2])),
             "ece": {"piece": reliability(piece, found[1])[1], "puzzle": reliability(whole, found[3])[1]},
             "bootstrap": bootstrap_ece(piece, whole, found, picture)}

@@ -4,7 +4,7 @@ Is it one puzzle, on test (python -m bench not-a-puzzle): each shipped checkpoin
 same puzzles, as many bags that are no puzzle of each kind (solving/seams.py: not_a_puzzle: each piece from
 another puzzle; noise), with its table's settings. Rows: the share of each kind of bag whose puzzle confidence is at
 most 0.05, the share of real puzzles the gate holds back, the mean puzzle confidence of each, and the AUROC of real
-puzzles against bags by puzzle confidence and by the seam ratio alone.
+puzzles against bags by puzzle confidence, by the seam ratio alone and by the ink spread alone (clips).
 """
 import numpy as np
 import torch
@@ -15,7 +15,7 @@ from jpdvt import given_codes
 from metrics import assign_batch
 from puzzles import collate, to_device
 from solving.confidence import margins
-from solving.seams import not_a_puzzle, seam_ratios
+from solving.seams import bag_evidence, not_a_puzzle
 
 
 def auroc(high, low):
@@ -47,13 +47,15 @@ def gate_on_test(ckpt, passes, puzzles, batch_size=50):
                 pos = assign_batch(solver.costs(b)[0], solver.opts.assign)
                 counted = (~given_codes(b, kind.anchored) & ~b["missing"]).cpu().numpy()
                 smallest = np.where(counted, margins(solver.mean_costs(b).cpu().numpy(), pos), np.inf).min(-1)
-                seam = seam_ratios(b["content"].cpu().numpy(), pos, grid, (~b["missing"]).cpu().numpy())
-                conf[name] += list(solver.confidence(smallest, smallest, seam=seam)[1])
-                seams[name] += list(seam)
-    real = np.array(conf["real"])
-    return {"threshold": (table["gate"] or {}).get("threshold"), "puzzles": len(real),
+                evidence = bag_evidence(b["content"].cpu().numpy(), pos, grid, (~b["missing"]).cpu().numpy())
+                conf[name] += list(solver.confidence(smallest, smallest, evidence=evidence)[1])
+                seams[name] += list(evidence)
+    real, seams = np.array(conf["real"]), {k: np.array(v) for k, v in seams.items()}
+    return {"threshold": (table["gate"] or {}).get("threshold"), "ink": (table["gate"] or {}).get("ink"),
+            "puzzles": len(real),
             "real_gated": float(solver.no_puzzle(seams["real"]).mean()), "real_mean_confidence": float(real.mean()),
             **{f"{k}_at_most_0.05": float(np.mean(np.array(conf[k]) <= 0.05)) for k in ("mixed", "noise")},
             **{f"{k}_mean_confidence": float(np.mean(conf[k])) for k in ("mixed", "noise")},
             **{f"auroc_{k}": auroc(real, conf[k]) for k in ("mixed", "noise")},
-            **{f"auroc_seam_{k}": auroc(-np.array(seams["real"]), -np.array(seams[k])) for k in ("mixed", "noise")}}
+            **{f"auroc_seam_{k}": auroc(-seams["real"][:, 0], -seams[k][:, 0]) for k in ("mixed", "noise")},
+            **{f"auroc_ink_{k}": auroc(-seams["real"][:, 1], -seams[k][:, 1]) for k in ("mixed", "noise")}}

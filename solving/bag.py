@@ -20,7 +20,7 @@ from puzzles import assemble, video_tensor
 from solving.animate import DISPLAY, enlarge
 from solving.confidence import margins
 from solving.pictures import mark_cells
-from solving.seams import seam_ratios
+from solving.seams import bag_evidence
 from sources.files import as_image, clip_frames, piece_pixels
 
 FAR = 1e6                         # a cost no assignment takes: pinned pieces' other cells, others' pinned cells
@@ -39,7 +39,13 @@ class Result:
     tiles: np.ndarray              # images: the given pieces at the picture's resolution (N, S, S, 3) in [0, 1]
     seam: float = float("nan")     # how well placed neighbours' edges match (about 1: no better than unrelated pieces;
     #                                NaN: too few given neighbours to tell)
-    not_one_puzzle: bool = False   # calibrated solves: the seam ratio at or above the gate fitted on val
+    ink: float = float("nan")      # clips: how far apart the pieces' histograms lie (solving/seams.py: ink_spread)
+    not_one_puzzle: bool = False   # calibrated solves: held back by the not-a-puzzle gate fitted on val
+
+    @property
+    def evidence(self):
+        """(2,): the not-a-puzzle evidence (solving/seams.py: bag_evidence), the seam ratio and the ink spread."""
+        return np.array([self.seam, self.ink])
 
 
 
@@ -72,8 +78,8 @@ def solve_image_bag(solver, pieces, pins, grid=None, callback=None):
     margin = margins(solver.mean_costs(batch, given=given, grid=grid).cpu().numpy(), pos[None])[0][:n]
     settings = {**solver.settings(), "missing": cells - n} if grid == tuple(puzzle.grid) else None
     free = ~pinned[:n]
-    seam = seam_ratios(batch["content"].cpu().numpy(), pos[None], grid, keep=(np.arange(cells) < n)[None])[0]
-    conf, whole = (solver.confidence(margin, margin[free].min() if free.any() else np.inf, seam=seam,
+    evidence = bag_evidence(batch["content"].cpu().numpy(), pos[None], grid, keep=(np.arange(cells) < n)[None])[0]
+    conf, whole = (solver.confidence(margin, margin[free].min() if free.any() else np.inf, evidence=evidence,
                                      settings=settings) if settings else (None, None))
     if conf is not None:
         conf[pinned[:n]] = 1.0                                 # told, not found
@@ -84,8 +90,9 @@ def solve_image_bag(solver, pieces, pins, grid=None, callback=None):
     img = mark_cells(assemble(every, pos, grid, border=2, fill=1.0), pos[n:], grid, side=show, border=2)
     return Result(positions=np.stack(divmod(pos[:n], grid[1]), axis=1), confidence=conf,
                   puzzle_confidence=None if whole is None else float(whole),
-                  image=Image.fromarray((img * 255).round().astype(np.uint8)), margins=margin, seam=float(seam),
-                  not_one_puzzle=bool(conf is not None and free.any() and solver.no_puzzle(seam, settings)),
+                  image=Image.fromarray((img * 255).round().astype(np.uint8)), margins=margin,
+                  seam=float(evidence[0]), ink=float(evidence[1]), not_one_puzzle=bool(conf is not None and free.any()
+                                                              and solver.no_puzzle(evidence, settings)),
                   generated=np.stack(divmod(pos[n:], grid[1]), axis=1), cells=pos, tiles=tiles)
 
 
@@ -110,13 +117,15 @@ def order_clips(solver, clips, pins):
     slots, mine = np.empty(len(clips), np.int64), np.empty(len(clips))
     slots[order], mine[order] = pos, margin
     settings = {**solver.settings(), "missing": 0}                         # every piece given
-    seam = seam_ratios(batch["content"].cpu().numpy(), pos[None], (1, len(clips)), keep=np.ones((1, len(clips)), bool))
-    conf, whole = solver.confidence(mine, margin[1:].min(), seam=seam[0], settings=settings)
+    evidence = bag_evidence(batch["content"].cpu().numpy(), pos[None], (1, len(clips)),
+                            keep=np.ones((1, len(clips)), bool))[0]
+    conf, whole = solver.confidence(mine, margin[1:].min(), evidence=evidence, settings=settings)
     if conf is not None:
         conf[first] = 1.0
     return Result(positions=slots, confidence=conf, puzzle_confidence=None if whole is None else float(whole),
-                  image=None, margins=mine, seam=float(seam[0]), generated=np.zeros((0, 2), int), cells=slots,
-                  not_one_puzzle=bool(conf is not None and solver.no_puzzle(seam[0], settings)),
+                  image=None, margins=mine, seam=float(evidence[0]), ink=float(evidence[1]),
+                  generated=np.zeros((0, 2), int), cells=slots,
+                  not_one_puzzle=bool(conf is not None and solver.no_puzzle(evidence, settings)),
                   tiles=None)
 
 

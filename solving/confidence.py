@@ -31,7 +31,7 @@ the mean's with 0.96: `python -m bench confidence-evidence`.) So:
     p = probability(table, m)                     # (B, N) in [0, 1]
     rows, ece = reliability(p.ravel(), correct.ravel())
 
-Is it one puzzle at all? solving/seams.py (the seam ratio and the not-a-puzzle gate).
+Is it one puzzle at all? solving/seams.py (seam ratios, ink spreads and the not-a-puzzle gate).
 """
 
 import numpy as np
@@ -40,7 +40,7 @@ import torch
 from plumbing.checkpoint import save_checkpoint
 from plumbing.cli import UserError
 from posenc import grid_table
-from solving.seams import fit_gate, seam_ratios
+from solving.seams import bag_evidence, fit_gate, held_back
 
 # what calibrate chooses from, by cross-fitting within val (choose): how a piece's probability is made
 # (piece_probability) and the bins of the piece and puzzle tables
@@ -90,12 +90,12 @@ def fit_tables(found, chance, way, piece_bins, puzzle_bins):
             "puzzle": fit(found[2], found[3], bins=puzzle_bins)}
 
 
-def capped(whole, seam, gate):
+def capped(whole, evidence, gate):
     """Puzzle probabilities `whole`, capped by the not-a-puzzle gate (solving/seams.py: fit_gate; None: no gate) where
-    the seam ratio is at or above its threshold (never for NaN, no evidence)."""
-    if gate is None or seam is None:
+    it holds the bag back (held_back of its bag_evidence; never for NaN, no evidence)."""
+    if gate is None or evidence is None:
         return whole
-    return np.where(np.asarray(seam) >= gate["threshold"], np.minimum(whole, gate["accuracy"]), whole)
+    return np.where(held_back(evidence, gate), np.minimum(whole, gate["accuracy"]), whole)
 
 
 def subset(found, keep):
@@ -180,18 +180,18 @@ def reliability(prob, correct, bins=10):
 
 def gather(solver, batch, pos, counted, grid, before):
     """The confidence's evidence of a solved test batch (one more network call, Solver.mean_costs): evidence()'s four
-    parts, the puzzles' seam ratios and the puzzle of each counted piece (numbered after `before` puzzles). counted
-    (B, N): the pieces scored; grid: (rows, cols), videos (1, pieces)."""
+    parts, the puzzles' not-a-puzzle evidence (bag_evidence, (B, 2)) and the puzzle of each counted piece (numbered
+    after `before` puzzles). counted (B, N): the pieces scored; grid: (rows, cols), videos (1, pieces)."""
     keep, counted = (~batch["missing"]).cpu().numpy(), counted.cpu().numpy()
     owner = np.nonzero(counted)[0] + before
     return (*evidence(solver.mean_costs(batch).cpu().numpy(), pos, batch["true_pos"].cpu().numpy(), counted),
-            seam_ratios(batch["content"].cpu().numpy(), pos, grid, keep), owner)
+            bag_evidence(batch["content"].cpu().numpy(), pos, grid, keep), owner)
 
 
 def reliability_of(solver, found):
     """How a calibrated solver's confidence holds on scored puzzles (found: gather's parts, concatenated): per piece
     and per puzzle the reliability rows and ECE, and the share of the puzzles taken for no puzzle (gated)."""
-    piece, whole = solver.confidence(found[0], found[2], seam=found[4], owner=found[5])
+    piece, whole = solver.confidence(found[0], found[2], evidence=found[4], owner=found[5])
     return {"confidence": {part: dict(zip(("rows", "ece"), reliability(p, ok)))
                            for part, p, ok in (("piece", piece, found[1]), ("puzzle", whole, found[3]))},
             "real_gated": float(solver.no_puzzle(found[4]).mean())}
@@ -238,7 +238,8 @@ def calibrate(path, split, solver, found, bags, per_pass):
           f"{len(found[2])} val puzzles; chosen by cross-fitting: {how[0]}, {how[1]} / {how[2]} bins; tables of "
           f"{sorted(calibration['tables'])} missing now); "
           + ("no not-a-puzzle gate: most real puzzles' seams match no better than unrelated pieces'" if not gate else
-             f"not a puzzle: seam ratio >= {gate['threshold']:.3f} (" + ", ".join(
+             f"not a puzzle: seam ratio >= {gate['threshold']:.3f}"
+             + (f" or ink spread >= {gate['ink']:.3f}" if gate.get("ink") is not None else "") + " (" + ", ".join(
                  f"{k} bags {v:.0%}" for k, v in gate["bags_above"].items())
              + f", real puzzles {gate['real_above']:.0%}), then P(solved) {gate['accuracy']:.3f}"))
     return calibration
@@ -309,19 +310,19 @@ class Calibrated:
         """Is there a confidence table fitted with these settings (default: the solver's)?"""
         return self.confidence_tables(settings) is not None
 
-    def confidence(self, margin, smallest, seam=None, owner=None, settings=None):
+    def confidence(self, margin, smallest, evidence=None, owner=None, settings=None):
         """(piece, puzzle) probabilities of being right, or (None, None) without tables fitted with these settings:
-        the puzzle's from its smallest piece margin, capped by the gate fitted on val where its seam ratio
-        (solving/seams.py) says it is no puzzle (capped); each piece's by piece_probability from that (owner: the
-        puzzle of each piece), so a gated puzzle's pieces are not capped: "raised" keeps their own table's value."""
+        the puzzle's from its smallest piece margin, capped by the gate fitted on val where its not-a-puzzle
+        evidence (solving/seams.py: bag_evidence) says it is no puzzle (capped); each piece's by piece_probability
+        from that (owner: the puzzle of each piece), so a gated puzzle's pieces are not capped: "raised" keeps their
+        own table's value."""
         tables = self.confidence_tables(settings)
         if tables is None:
             return None, None
-        whole = capped(probability(tables["puzzle"], smallest), seam, tables["gate"])
+        whole = capped(probability(tables["puzzle"], smallest), evidence, tables["gate"])
         return piece_probability(tables, margin, whole, owner), whole
 
-    def no_puzzle(self, seam, settings=None):
-        """Do these seam ratios say "not one puzzle" (at or above the gate fitted on val)? False without a gate and
-        for NaN (no evidence)."""
-        gate = (self.confidence_tables(settings) or {}).get("gate")
-        return np.asarray(seam) >= gate["threshold"] if gate else np.zeros(np.shape(seam), bool)
+    def no_puzzle(self, evidence, settings=None):
+        """Does this evidence (bag_evidence, (..., 2)) say "not one puzzle" (held back by the gate fitted on val)?
+        False without a gate and for NaN (no evidence)."""
+        return held_back(evidence, (self.confidence_tables(settings) or {}).get("gate"))

@@ -244,11 +244,12 @@ def solve_pieces(args, solver):
         result.image.save(os.path.join(args.out, "solved.png"))
     odd = result.not_one_puzzle                                                              # calibrated solves only
     if odd:
-        print(f"note: the placed pieces' edges (clips: their seams against their frame steps too) match no better "
-              f"than unrelated pieces do (seam ratio {result.seam:.2f}, at or above the gate fitted on val): probably "
-              "not one puzzle")
-    seam = None if np.isnan(result.seam) else result.seam                                   # NaN: no evidence
-    report.update(puzzle_confidence=result.puzzle_confidence, seam_ratio=seam, not_a_puzzle=odd, ckpt=args.ckpt,
+        print(f"note: the placed pieces' edges (clips: their seams against their frame steps too, and their "
+              f"histograms) match no better than unrelated pieces do (seam ratio {result.seam:.2f}, ink spread "
+              f"{result.ink:.2f}; held back by the gate fitted on val): probably not one puzzle")
+    seam, ink = (None if np.isnan(v) else v for v in (result.seam, result.ink))             # NaN: no evidence
+    report.update(puzzle_confidence=result.puzzle_confidence, seam_ratio=seam, ink_spread=ink, not_a_puzzle=odd,
+                  ckpt=args.ckpt,
                   steps=args.steps, sampler=args.sampler, samples=args.samples, symmetries=args.symmetries,
                   calibrated=result.confidence is not None)
     with open(path, "w") as f:

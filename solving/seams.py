@@ -9,14 +9,18 @@ better than an edge matches the other pieces' edges; in a bag of unrelated piece
   frames left out), about 1 for a clip and above it for frames of different clips (noise: about 1, left to the
   first factor). About 0.1-0.4 for solved gapless images (up to about 1 with 8 px gaps), 0.4-0.9 for Moving MNIST
   val clips, about 1 for bags that are no puzzle; NaN (no evidence) with fewer than 3 given pieces or 2 seams.
+- `ink_spread` (clips): how far apart the pieces' histograms (sorted values) lie over the bag's contrast: frames of
+  one clip show the same things, wherever they moved; frames of different clips do not (Moving MNIST val: real clips
+  0.02-0.17, bags of different clips 0.10-0.51, 1-99%); noise is even (about 0.01-0.03), left to the seams.
+  `bag_evidence`: both, (B, 2).
 - `not_a_puzzle`: from a batch of real puzzles, bags that are no puzzle: each piece from another puzzle, and noise.
-- `fit_gate`: on val, the seam ratio above which 99% of each kind of bag lies (at 95%, about 5% of test bags would
-  pass by construction); above it a bag is taken for no puzzle, and the solver caps its puzzle probability at what
-  val shows there: real puzzles solved over everything above it, val's two bags per real puzzle included (so that
-  prior sets it). Known weak spots: seams of flat or low-texture pictures match everything about equally (ratio
-  near 1), single-frame video pieces have no frame-to-frame distance to compare a seam with, and repeated frames
-  that are not bit-equal (decoded from a lossy video) count as tiny steps, which can flag a real clip; where more
-  than 10% of the real val puzzles lie above it too (pieces cut with gaps), no gate is fitted.
+- `fit_gate`: on val, thresholds on the ink spread and the seam ratio (`held_back`: either at or above its own) that
+  hold back 99% of each kind of bag (at 95%, about 5% of test bags would pass by construction); there the solver caps
+  the puzzle probability at what val shows: real puzzles solved over everything held back, val's two bags per real
+  puzzle included (so that prior sets it). Known weak spots: seams of flat or low-texture pictures match everything
+  about equally (ratio near 1); repeated frames that are not bit-equal (decoded from a lossy video) count as tiny
+  steps, which can flag a real clip; where more than 10% of the real val puzzles are held back too (pieces cut with
+  gaps), no gate is fitted.
 
 Not in the paper; solving/confidence.py uses the gate (Calibrated.confidence), sample.py --calibrate fits it.
 """
@@ -88,27 +92,91 @@ def not_a_puzzle(batch, generator):
     return {**batch, "content": mixed}, {**batch, "content": noise.to(content.device)}
 
 
+def ink_spread(content, keep):
+    """(B,) a second not-a-puzzle evidence of clips (B, N, F, C, H, W), blind to where things are: the median over
+    pairs of given pieces of the mean distance between their sorted values (a piece's histogram, whatever moved
+    where), over the bag's contrast (the pieces' mean distance from the bag's median value). The frames of one clip
+    show the same things; those of different clips do not. NaN for images and where fewer than three pieces are
+    given."""
+    content = np.asarray(content, dtype=np.float32)
+    out = np.full(len(content), np.nan)
+    if content.ndim != 6:
+        return out
+    for b in range(len(content)):
+        x = content[b, np.flatnonzero(keep[b])].reshape(int(keep[b].sum()), -1)
+        if len(x) < 3:
+            continue
+        ranked = np.sort(x, axis=1)
+        pairs = np.triu_indices(len(x), 1)
+        d = np.abs(ranked[pairs[0]] - ranked[pairs[1]]).mean(-1)
+        out[b] = float(np.median(d) / (np.abs(x - np.median(x)).mean() + 1e-6))
+    return out
+
+
+def bag_evidence(content, cells, grid, keep):
+    """(B, 2): each solved bag's seam ratio (seam_ratios) and ink spread (ink_spread); NaN where there is none."""
+    return np.stack([seam_ratios(content, cells, grid, keep), ink_spread(content, keep)], axis=-1)
+
+
+def held_back(evidence, gate):
+    """Which bags a gate (fit_gate) takes for no puzzle: evidence (..., 2) (bag_evidence) at or above the seam
+    threshold, or at or above the ink threshold where it has one; never for NaN (no evidence). All False without a
+    gate."""
+    evidence = np.asarray(evidence, dtype=float)
+    if gate is None:
+        return np.zeros(evidence.shape[:-1], bool)
+    out = evidence[..., 0] >= gate["threshold"]
+    return out | (evidence[..., 1] >= gate["ink"]) if gate.get("ink") is not None else out
+
+
+def ink_threshold(real, bags, share, most):
+    """The smallest (1 - share) quantile of a kind of val bag's ink spread that leaves at most `most` of the real
+    puzzles at or above it (pieces of different clips: their histograms differ; noise: it does not catch), or None."""
+    fits = [float(np.quantile(r[~np.isnan(r)], 1 - share)) for r in (b[:, 1] for b in bags.values())
+            if (~np.isnan(r)).any()]
+    fits = [t for t in fits if np.mean(real[:, 1] >= t) <= most]
+    return min(fits) if fits else None
+
+
+def seam_threshold(bags, ink, share):
+    """The largest seam ratio at or above which, with the ink threshold (None: none), `share` of each kind of val bag
+    with a seam ratio is held back: per kind, the quantile of the bags the ink lets through that leaves (1 - share)
+    of the kind below it (inf where the ink alone holds back `share`); the smallest over kinds, None without any."""
+    fits = []
+    for b in bags.values():
+        seam = ~np.isnan(b[:, 0])
+        if not seam.any():
+            continue
+        caught = b[:, 1] >= ink if ink is not None else np.zeros(len(b), bool)
+        left = b[seam & ~caught, 0]
+        level = (1 - share) * seam.sum() / max(len(left), 1)
+        fits.append(float(np.quantile(left, level)) if len(left) and level < 1 else np.inf)
+    return min(fits) if fits else None
+
+
 def fit_gate(real, real_ok, bags, share=0.99, most=0.1):
-    """The seam ratio above which `share` of each kind of not-a-puzzle val bag lies (bags: {kind: ratios}), and the
-    probability of a solved puzzle above it: (real puzzles solved there + 1) / (everything there + 2). None where
-    more than `most` of the real puzzles lie above it too (0.1: ten times the share of bags it lets through): then it
-    would hold back real puzzles, not bags that are no puzzle (pieces cut with gaps: the shipped gap model's val
-    photos put 45% above the 5% quantile, more above the 1%); None too where no bag gave evidence (NaN). Also kept:
-    `share`, and the val shares held back (at or above the gate; NaN never is): "real_above" and "bags_above" {kind:
-    share}."""
-    real, real_ok = np.asarray(real), np.asarray(real_ok, dtype=bool)
+    """The not-a-puzzle gate, fitted on val: real (n, 2) and bags {kind: (m, 2)} are bag_evidence rows. A bag is held
+    back (held_back) at or above an ink threshold (ink_threshold) or a seam threshold (seam_threshold), set so that
+    `share` of each kind of bag is held back; the probability of a solved puzzle there is (real puzzles solved there +
+    1) / (everything there + 2). Without the ink threshold where with it more than `most` of the real puzzles are held
+    back; None where even then they are (0.1: ten times the share of bags it lets through: it would hold back real
+    puzzles, not bags that are no puzzle; pieces cut with gaps: the shipped gap model's val photos put 45% above the
+    5% quantile) or where no bag gave evidence (NaN). Also kept: `share`, and the val shares held back: "real_above"
+    and "bags_above" {kind: share}."""
+    real, real_ok = np.asarray(real, dtype=float), np.asarray(real_ok, dtype=bool)
     bags = {k: np.asarray(r, dtype=float) for k, r in bags.items()}
-    bags = {k: r for k, r in bags.items() if (~np.isnan(r)).any()}       # kinds with evidence
-    if not bags:
-        return None                                   # no bag gave evidence
-    threshold = float(min(np.quantile(r[~np.isnan(r)], 1 - share) for r in bags.values()))
-    above = real >= threshold
-    if above.mean() > most:
-        return None
-    fakes = sum(int((r >= threshold).sum()) for r in bags.values())
-    return {"threshold": threshold, "accuracy": float((real_ok[above].sum() + 1) / (above.sum() + fakes + 2)),
-            "share": share, "real_above": float(above.mean()),
-            "bags_above": {k: float(np.mean(r >= threshold)) for k, r in bags.items()}}
+    for ink in dict.fromkeys([ink_threshold(real, bags, share, most), None]):
+        threshold = seam_threshold(bags, ink, share)
+        if threshold is None or (ink is None and threshold == np.inf):
+            continue                                  # no evidence
+        gate = {"threshold": threshold, "ink": ink}
+        above = held_back(real, gate)
+        if above.mean() <= most:
+            fakes = sum(int(held_back(b, gate).sum()) for b in bags.values())
+            return {**gate, "accuracy": float((real_ok[above].sum() + 1) / (above.sum() + fakes + 2)),
+                    "share": share, "real_above": float(above.mean()),
+                    "bags_above": {k: float(held_back(b, gate).mean()) for k, b in bags.items()}}
+    return None
 
 
 def bag_seams(solver, batch, grid, seed):
@@ -121,5 +189,5 @@ def bag_seams(solver, batch, grid, seed):
     out = {}
     for name, bag in zip(("mixed", "noise"), not_a_puzzle(batch, torch.Generator().manual_seed(seed))):
         pos = assign_batch(solver.costs(bag, opts=opts)[0], solver.opts.assign)
-        out[name] = seam_ratios(bag["content"].cpu().numpy(), pos, grid, (~bag["missing"]).cpu().numpy())
+        out[name] = bag_evidence(bag["content"].cpu().numpy(), pos, grid, (~bag["missing"]).cpu().numpy())
     return out

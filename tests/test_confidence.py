@@ -8,7 +8,7 @@ from PIL import Image
 
 from plumbing.cli import UserError
 from solving.confidence import fit, probability
-from solving.seams import fit_gate, not_a_puzzle, seam_ratios
+from solving.seams import fit_gate, held_back, ink_spread, not_a_puzzle, seam_ratios
 from sources.files import fit_image
 
 
@@ -73,37 +73,77 @@ def test_not_a_puzzle_bags_take_each_piece_from_another_puzzle():
     assert mixed["missing"] is batch["missing"]
 
 
+def seams_only(seam):
+    """bag_evidence rows of pictures: a seam ratio and no ink spread (NaN)."""
+    return np.stack([seam, np.full(len(seam), np.nan)], -1)
+
+
 def test_gate_holds_back_99_percent_of_each_kind_of_bag():
     rng = np.random.default_rng(0)
     real, ok = rng.uniform(0.1, 0.5, 200), rng.random(200) < 0.9
     bags = {"mixed": rng.uniform(0.6, 1.0, 100), "noise": rng.uniform(0.9, 1.1, 100)}
     real[:10], ok[:10] = 1.0, [True] * 7 + [False] * 3              # ten real puzzles above it, seven solved
     real[10] = np.nan                                                # no evidence: never above
-    gate = fit_gate(real, ok, bags)
-    assert all(np.mean(v >= gate["threshold"]) >= 0.99 for v in bags.values())
+    gate = fit_gate(seams_only(real), ok, {k: seams_only(v) for k, v in bags.items()})
+    assert gate["ink"] is None and all(np.mean(v >= gate["threshold"]) >= 0.99 for v in bags.values())
     above = sum(int((v >= gate["threshold"]).sum()) for v in bags.values())
     assert gate["accuracy"] == pytest.approx((7 + 1) / (10 + above + 2))
     assert gate["real_above"] == pytest.approx(10 / 200) and min(gate["bags_above"].values()) >= 0.99
     bags["mixed"][:3], bags["noise"][:3] = np.inf, np.nan            # inf: far from any puzzle; NaN: no evidence
-    again = fit_gate(real, ok, bags)
+    again = fit_gate(seams_only(real), ok, {k: seams_only(v) for k, v in bags.items()})
     assert again["bags_above"]["mixed"] == pytest.approx(np.mean(bags["mixed"] >= again["threshold"]))
     assert again["bags_above"]["noise"] == pytest.approx(np.mean(bags["noise"][3:] >= again["threshold"]) * 97 / 100)
     table = fit(rng.normal(1, 1, 500), rng.random(500) < 0.8)
     assert 0 <= probability(table, -5) <= probability(table, 5) <= 1
 
 
+def test_the_ink_spread_holds_back_what_the_seams_cannot():
+    """One frame a piece: some real clips' seams match no better than unrelated frames, but their frames show the same
+    things (low ink spread) and those of different clips do not; noise is even, and left to the seams."""
+    rng = np.random.default_rng(0)
+    real = np.stack([rng.uniform(0.3, 0.8, 200), rng.uniform(0.02, 0.12, 200)], -1)
+    real[:15, 0] = rng.uniform(0.8, 0.95, 15)                        # 7.5% of real clips with poor seams
+    bags = {"mixed": np.stack([rng.uniform(0.8, 1.0, 200), rng.uniform(0.19, 0.32, 200)], -1),
+            "noise": np.stack([rng.uniform(0.97, 1.1, 200), rng.uniform(0.02, 0.03, 200)], -1)}
+    gate = fit_gate(real, np.ones(200, bool), bags)
+    assert gate["ink"] == pytest.approx(np.quantile(bags["mixed"][:, 1], 0.01))
+    assert gate["threshold"] == pytest.approx(np.quantile(bags["noise"][:, 0], 0.01))
+    assert gate["real_above"] == 0 and min(gate["bags_above"].values()) >= 0.99
+    assert list(held_back([[0.9, 0.05], [0.9, 0.25], [1.05, 0.02], [np.nan, np.nan]], gate)) == [False, True, True,
+                                                                                               False]
+    seams = fit_gate(seams_only(real[:, 0]), np.ones(200, bool), {k: seams_only(b[:, 0]) for k, b in bags.items()})
+    assert seams["real_above"] > 0.05 and seams["ink"] is None            # the seams alone hold back real clips
+
+
+def test_ink_spread_tells_frames_of_one_clip_from_frames_of_many():
+    def clip(x0, y0, size):                                  # a square moving a pixel a frame: 6 one-frame pieces
+        frames = np.full((6, 1, 1, 16, 16), -1, np.float32)
+        for t in range(6):
+            frames[t, 0, 0, y0:y0 + size, x0 + t:x0 + t + size] = 1
+        return frames
+    clips = np.stack([clip(1, 2, 3), clip(0, 8, 5), clip(2, 5, 7), clip(4, 0, 4), clip(3, 9, 2), clip(0, 1, 6)])
+    mixed = np.stack([clips[(b + np.arange(6)) % 6, np.arange(6)] for b in range(6)])   # piece k from clip b + k
+    keep = np.ones((6, 6), bool)
+    assert ink_spread(clips, keep).max() < 0.01 < 0.3 < ink_spread(mixed, keep).min()
+    assert np.isnan(ink_spread(clips[:, :, 0], keep)).all()                       # pictures: none
+    two = keep.copy()
+    two[:, 2:] = False
+    assert np.isnan(ink_spread(clips, two)).all()                                  # fewer than three pieces: none
+
+
 def test_no_gate_where_real_seams_match_no_better_than_bags():
     rng = np.random.default_rng(0)
-    bags = {"mixed": rng.uniform(0.6, 1.0, 100), "noise": rng.uniform(0.9, 1.1, 100)}
+    bags = {"mixed": seams_only(rng.uniform(0.6, 1.0, 100)), "noise": seams_only(rng.uniform(0.9, 1.1, 100))}
     real = rng.uniform(0.8, 1.1, 100)                      # pieces cut with gaps: seams about as good as unrelated
-    assert fit_gate(real, np.ones(100, bool), bags) is None
+    assert fit_gate(seams_only(real), np.ones(100, bool), bags) is None
     real = rng.uniform(0.1, 0.5, 100)
     real[:15] = 1.0                                        # 15% of real puzzles above the bags: it cannot tell
-    assert fit_gate(real, np.ones(100, bool), bags) is None and fit_gate(real, np.ones(100, bool), bags, most=0.2)
-    nan = {"noise": np.full(100, np.nan), "mixed": bags["mixed"]}          # a kind without evidence does not count
-    assert fit_gate(real, np.ones(100, bool), nan, most=0.2)["threshold"] == pytest.approx(np.quantile(bags["mixed"],
-                                                                                                     0.01))
-    assert fit_gate(real, np.ones(100, bool), {"noise": np.full(100, np.nan)}) is None
+    assert fit_gate(seams_only(real), np.ones(100, bool), bags) is None
+    assert fit_gate(seams_only(real), np.ones(100, bool), bags, most=0.2)
+    nan = {"noise": seams_only(np.full(100, np.nan)), "mixed": bags["mixed"]}   # a kind without evidence does not count
+    assert fit_gate(seams_only(real), np.ones(100, bool), nan, most=0.2)["threshold"] == pytest.approx(
+        np.quantile(bags["mixed"][:, 0], 0.01))
+    assert fit_gate(seams_only(real), np.ones(100, bool), {"noise": seams_only(np.full(100, np.nan))}) is None
 
 
 def test_calibrate_chooses_by_cross_fitting_within_val():

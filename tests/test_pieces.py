@@ -200,14 +200,14 @@ def test_pieces_never_fall_below_their_puzzle_and_no_puzzles_are_gated():
     pieces = pieces.reshape(2, 3)
     assert np.all(whole <= pieces.min(1)) and whole[0] == pytest.approx(0.59)
     assert pieces[0, 0] == pytest.approx(0.59 + 0.41 * 0.26) and pieces[0, 1] == pytest.approx(0.59 + 0.41 * 0.9)
-    tables["gate"] = {"threshold": 0.6, "accuracy": 0.01}                # seams no better than unrelated pieces
-    piece, whole = solver.confidence(np.array([0.0, 1.0]), 1.0, seam=0.9)
+    tables["gate"] = {"threshold": 0.6, "ink": None, "accuracy": 0.01}    # seams no better than unrelated pieces
+    piece, whole = solver.confidence(np.array([0.0, 1.0]), 1.0, evidence=[0.9, np.nan])
     assert whole == pytest.approx(0.01) and piece == pytest.approx([0.01 + 0.99 * 0.1, 0.01 + 0.99 * 0.9])
-    piece, whole = solver.confidence(np.array([0.0, 1.0]), 1.0, seam=0.3)
+    piece, whole = solver.confidence(np.array([0.0, 1.0]), 1.0, evidence=[0.3, np.nan])
     assert whole == pytest.approx(0.95) and piece == pytest.approx([0.95 + 0.05 * 0.1, 0.95 + 0.05 * 0.9])
-    assert list(solver.no_puzzle([0.3, 0.6, 0.9])) == [False, True, True]
+    assert list(solver.no_puzzle([[0.3, np.nan], [0.6, np.nan], [0.9, np.nan]])) == [False, True, True]
     tables["way"] = "raised"                                # the table of every piece, raised to its puzzle's
-    piece, whole = solver.confidence(np.array([0.0, 1.0]), 1.0, seam=0.3)
+    piece, whole = solver.confidence(np.array([0.0, 1.0]), 1.0, evidence=[0.3, np.nan])
     assert piece == pytest.approx([0.95, 0.95]) and whole == pytest.approx(0.95)
     piece, _ = solver.confidence(np.array([0.0, 1.0]), 0.0)
     assert piece == pytest.approx([0.5, 0.9])
@@ -257,12 +257,12 @@ def test_bags_that_are_no_puzzle_get_no_confidence(tmp_path, capsys):
     real = [test[0]["content"][k].permute(1, 2, 0).numpy() / 2 + 0.5 for k in range(9)]
     mixed = [test[k + 1]["content"][k].permute(1, 2, 0).numpy() / 2 + 0.5 for k in range(9)]
     noise = [np.random.default_rng(k).random((16, 16, 3)) for k in range(9)]
-    assert solver.solve(real).puzzle_confidence > 0.5 and not solver.no_puzzle(solver.solve(real).seam)
+    assert solver.solve(real).puzzle_confidence > 0.5 and not solver.no_puzzle(solver.solve(real).evidence)
     few = solver.solve(real[:2])                                          # two pieces: no evidence either way
-    assert np.isnan(few.seam) and not solver.no_puzzle(few.seam)
+    assert np.isnan(few.seam) and not solver.no_puzzle(few.evidence)
     for bag in (mixed, noise):
         result = solver.solve(bag)
-        assert result.puzzle_confidence <= 0.05 and solver.no_puzzle(result.seam), result.seam
+        assert result.puzzle_confidence <= 0.05 and solver.no_puzzle(result.evidence), result.evidence
     folder = tmp_path / "mixed"
     folder.mkdir()
     for k, piece in enumerate(mixed):
