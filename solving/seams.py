@@ -10,8 +10,8 @@ better than an edge matches the other pieces' edges; in a bag of unrelated piece
   first factor). About 0.1-0.4 for solved gapless images (up to about 1 with 8 px gaps), 0.4-0.9 for Moving MNIST
   val clips, about 1 for bags that are no puzzle; NaN (no evidence) with fewer than 3 given pieces or 2 seams.
 - `ink_spread` (clips): how far apart the pieces' histograms (sorted values) lie over the bag's contrast: frames of
-  one clip show the same things, wherever they moved; frames of different clips do not (Moving MNIST val: real clips
-  0.02-0.17, bags of different clips 0.10-0.51, 1-99%); noise is even (about 0.01-0.03), left to the seams.
+  one clip show the same things, wherever they moved; frames of different clips do not; noise is even (its spread is
+  below a clip's), left to the seams (thresholds fitted on val: bench/README.md).
   `bag_evidence`: both, (B, 2).
 - `not_a_puzzle`: from a batch of real puzzles, bags that are no puzzle: each piece from another puzzle, and noise.
 - `fit_gate`: on val, thresholds on the ink spread and the seam ratio (`held_back`: either at or above its own) that
@@ -19,8 +19,8 @@ better than an edge matches the other pieces' edges; in a bag of unrelated piece
   the puzzle probability at what val shows: real puzzles solved over everything held back, val's two bags per real
   puzzle included (so that prior sets it). Known weak spots: seams of flat or low-texture pictures match everything
   about equally (ratio near 1); repeated frames that are not bit-equal (decoded from a lossy video) count as tiny
-  steps, which can flag a real clip; where more than 10% of the real val puzzles are held back too (pieces cut with
-  gaps), no gate is fitted.
+  steps, and a clip whose frames change what they show (a cut, a fade) has a high ink spread: either can flag a real
+  clip; where more than 10% of the real val puzzles are held back too (pieces cut with gaps), no gate is fitted.
 
 Not in the paper; solving/confidence.py uses the gate (Calibrated.confidence), sample.py --calibrate fits it.
 """
