@@ -35,7 +35,7 @@ def gate_on_test(ckpt, passes, puzzles, batch_size=50):
     kind = jpdvt.kind_of(solver.config)
     puzzle = solver.config.puzzle
     grid = puzzle.grid if puzzle.kind == "image" else (1, puzzle.pieces)
-    conf, seams = {"real": [], "mixed": [], "noise": []}, {"real": [], "mixed": [], "noise": []}
+    conf, evidence = {"real": [], "mixed": [], "noise": []}, {"real": [], "mixed": [], "noise": []}
     for r in range(passes):
         test = kind.puzzles("test", 1 + r)
         solver.opts.generator.manual_seed(1 + r)
@@ -47,15 +47,16 @@ def gate_on_test(ckpt, passes, puzzles, batch_size=50):
                 pos = assign_batch(solver.costs(b)[0], solver.opts.assign)
                 counted = (~given_codes(b, kind.anchored) & ~b["missing"]).cpu().numpy()
                 smallest = np.where(counted, margins(solver.mean_costs(b).cpu().numpy(), pos), np.inf).min(-1)
-                evidence = bag_evidence(b["content"].cpu().numpy(), pos, grid, (~b["missing"]).cpu().numpy())
-                conf[name] += list(solver.confidence(smallest, smallest, evidence=evidence)[1])
-                seams[name] += list(evidence)
-    real, seams = np.array(conf["real"]), {k: np.array(v) for k, v in seams.items()}
+                found = bag_evidence(b["content"].cpu().numpy(), pos, grid, (~b["missing"]).cpu().numpy())
+                conf[name] += list(solver.confidence(smallest, smallest, evidence=found)[1])
+                evidence[name] += list(found)
+    real, evidence = np.array(conf["real"]), {k: np.array(v) for k, v in evidence.items()}
     return {"threshold": (table["gate"] or {}).get("threshold"), "ink": (table["gate"] or {}).get("ink"),
             "puzzles": len(real),
-            "real_gated": float(solver.no_puzzle(seams["real"]).mean()), "real_mean_confidence": float(real.mean()),
+            "real_gated": float(solver.no_puzzle(evidence["real"]).mean()), "real_mean_confidence": float(real.mean()),
             **{f"{k}_at_most_0.05": float(np.mean(np.array(conf[k]) <= 0.05)) for k in ("mixed", "noise")},
             **{f"{k}_mean_confidence": float(np.mean(conf[k])) for k in ("mixed", "noise")},
             **{f"auroc_{k}": auroc(real, conf[k]) for k in ("mixed", "noise")},
-            **{f"auroc_seam_{k}": auroc(-seams["real"][:, 0], -seams[k][:, 0]) for k in ("mixed", "noise")},
-            **{f"auroc_ink_{k}": auroc(-seams["real"][:, 1], -seams[k][:, 1]) for k in ("mixed", "noise")}}
+            **{f"auroc_seam_{k}": auroc(-evidence["real"][:, 0], -evidence[k][:, 0]) for k in ("mixed", "noise")},
+            **{f"auroc_ink_{k}": auroc(-evidence["real"][:, 1], -evidence[k][:, 1]) for k in ("mixed", "noise")
+               if not np.isnan(evidence["real"][:, 1]).all()}}                   # clips only

@@ -46,7 +46,8 @@ KEYS = ["piece_acc", "puzzle_acc", "kendall", "exact", "kendall_set", "exact_set
         "batch", "params_M", "auroc_sampled", "auroc_mean", "ms_per_batch64", "ms_per_batch32", "ms_per_step",
         "threads", "puzzles",
         "loss_first", "loss_last", "real_gated", "mixed_at_most_0.05", "noise_at_most_0.05", "auroc_mixed",
-        "auroc_noise", "auroc_seam_mixed", "auroc_seam_noise", "mean_puzzle_confidence", "puzzle_above_weakest_piece",
+        "auroc_noise", "auroc_seam_mixed", "auroc_seam_noise", "auroc_ink_mixed", "auroc_ink_noise",
+        "mean_puzzle_confidence", "puzzle_above_weakest_piece",
         "mixed_mean_confidence", "noise_mean_confidence"]
 
 

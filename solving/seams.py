@@ -139,9 +139,10 @@ def ink_threshold(real, bags, share, most):
 
 
 def seam_threshold(bags, ink, share):
-    """The largest seam ratio at or above which, with the ink threshold (None: none), `share` of each kind of val bag
+    """The seam ratio at or above which, with the ink threshold (None: none), about `share` of each kind of val bag
     with a seam ratio is held back: per kind, the quantile of the bags the ink lets through that leaves (1 - share)
-    of the kind below it (inf where the ink alone holds back `share`); the smallest over kinds, None without any."""
+    of the kind below it (np.quantile, interpolated; inf where the ink alone holds back `share`); the smallest over
+    kinds, None without any."""
     fits = []
     for b in bags.values():
         seam = ~np.isnan(b[:, 0])
@@ -149,39 +150,45 @@ def seam_threshold(bags, ink, share):
             continue
         caught = b[:, 1] >= ink if ink is not None else np.zeros(len(b), bool)
         left = b[seam & ~caught, 0]
-        level = (1 - share) * seam.sum() / max(len(left), 1)
+        level = (1 - share) * seam.sum() / len(left) if 0 < len(left) < seam.sum() else 1 - share
         fits.append(float(np.quantile(left, level)) if len(left) and level < 1 else np.inf)
     return min(fits) if fits else None
 
 
 def fit_gate(real, real_ok, bags, share=0.99, most=0.1):
     """The not-a-puzzle gate, fitted on val: real (n, 2) and bags {kind: (m, 2)} are bag_evidence rows. A bag is held
-    back (held_back) at or above an ink threshold (ink_threshold) or a seam threshold (seam_threshold), set so that
-    `share` of each kind of bag is held back; the probability of a solved puzzle there is (real puzzles solved there +
-    1) / (everything there + 2). Without the ink threshold where with it more than `most` of the real puzzles are held
-    back; None where even then they are (0.1: ten times the share of bags it lets through: it would hold back real
-    puzzles, not bags that are no puzzle; pieces cut with gaps: the shipped gap model's val photos put 45% above the
-    5% quantile) or where no bag gave evidence (NaN). Also kept: `share`, and the val shares held back: "real_above"
+    back (held_back) at or above an ink threshold (ink_threshold) or a seam threshold (seam_threshold), each at a
+    (1 - share) quantile (interpolated: about `share` of each kind of bag held back); the probability of a solved
+    puzzle there is (real puzzles solved there + 1) / (everything there + 2). Of the gates with and without the ink
+    threshold that hold back at most `most` of the real puzzles, the one that holds back fewer; None where neither
+    does (0.1: ten times the share of bags it lets through: it would hold back real puzzles, not bags that are no
+    puzzle; pieces cut with gaps: the shipped gap model's val photos put 45% above the 5% quantile) or where no bag
+    gave evidence (NaN). Also kept: `share`, and the val shares held back: "real_above"
     and "bags_above" {kind: share}."""
     real, real_ok = np.asarray(real, dtype=float), np.asarray(real_ok, dtype=bool)
     bags = {k: np.asarray(r, dtype=float) for k, r in bags.items()}
+    bags = {k: b for k, b in bags.items() if (~np.isnan(b)).any()}                   # kinds with evidence
+    fits = []
     for ink in dict.fromkeys([ink_threshold(real, bags, share, most), None]):
         threshold = seam_threshold(bags, ink, share)
         if threshold is None or (ink is None and threshold == np.inf):
-            continue                                  # no evidence
+            continue                                  # nothing to gate on
         gate = {"threshold": threshold, "ink": ink}
-        above = held_back(real, gate)
-        if above.mean() <= most:
-            fakes = sum(int(held_back(b, gate).sum()) for b in bags.values())
-            return {**gate, "accuracy": float((real_ok[above].sum() + 1) / (above.sum() + fakes + 2)),
-                    "share": share, "real_above": float(above.mean()),
-                    "bags_above": {k: float(held_back(b, gate).mean()) for k, b in bags.items()}}
-    return None
+        if held_back(real, gate).mean() <= most:
+            fits.append(gate)
+    if not fits:
+        return None
+    gate = min(fits, key=lambda g: held_back(real, g).mean())      # the one that holds back fewer real puzzles
+    above = held_back(real, gate)
+    fakes = sum(int(held_back(b, gate).sum()) for b in bags.values())
+    return {**gate, "accuracy": float((real_ok[above].sum() + 1) / (above.sum() + fakes + 2)), "share": share,
+            "real_above": float(above.mean()), "bags_above": {k: float(held_back(b, gate).mean())
+                                                              for k, b in bags.items()}}
 
 
 def bag_seams(solver, batch, grid, seed):
-    """{kind: seam ratios} of bags that are no puzzle (not_a_puzzle, from this batch) solved as puzzles by `solver`
-    (a jpdvt.Solver), with noise of their own (`seed`): the solver's own noise stays as it was (sample.py
+    """{kind: bag_evidence rows (m, 2)} of bags that are no puzzle (not_a_puzzle, from this batch) solved as puzzles
+    by `solver` (a jpdvt.Solver), with noise of their own (`seed`): the solver's own noise stays as it was (sample.py
     --calibrate). None for a batch of fewer puzzles than pieces (its bags would repeat pictures)."""
     if len(batch["content"]) < batch["content"].shape[1]:
         return None

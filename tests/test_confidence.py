@@ -115,6 +115,23 @@ def test_the_ink_spread_holds_back_what_the_seams_cannot():
     assert seams["real_above"] > 0.05 and seams["ink"] is None            # the seams alone hold back real clips
 
 
+def test_the_gate_takes_the_evidence_that_holds_back_fewer_real_puzzles():
+    rng = np.random.default_rng(1)
+    real = np.stack([rng.uniform(0.3, 0.6, 200), rng.uniform(0.02, 0.12, 200)], -1)
+    real[:18, 1] = 0.4                                               # 9% of real clips with a cut: high ink spread
+    bags = {"mixed": np.stack([rng.uniform(0.7, 1.0, 200), rng.uniform(0.19, 0.5, 200)], -1),
+            "noise": np.stack([rng.uniform(0.97, 1.1, 200), rng.uniform(0.02, 0.03, 200)], -1)}
+    gate = fit_gate(real, np.ones(200, bool), bags)
+    assert gate["ink"] is None and gate["real_above"] == 0                # the seams alone hold back none
+    real[:18, 1] = 0.05
+    bags["noise"][:, 1] = rng.uniform(0.1, 0.3, 200)                # the ink catches about half the noise bags
+    gate = fit_gate(real, np.ones(200, bool), bags)
+    caught = bags["noise"][:, 1] >= gate["ink"]
+    assert gate["ink"] == pytest.approx(np.quantile(bags["mixed"][:, 1], 0.01)) and 0.3 < caught.mean() < 0.7
+    assert gate["threshold"] == pytest.approx(np.quantile(bags["noise"][~caught, 0], 0.01 * 200 / (~caught).sum()))
+    assert min(gate["bags_above"].values()) >= 0.985 and gate["real_above"] == 0
+
+
 def test_ink_spread_tells_frames_of_one_clip_from_frames_of_many():
     def clip(x0, y0, size):                                  # a square moving a pixel a frame: 6 one-frame pieces
         frames = np.full((6, 1, 1, 16, 16), -1, np.float32)
