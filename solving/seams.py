@@ -130,10 +130,16 @@ def held_back(evidence, gate):
 
 
 def ink_threshold(real, bags, share, most):
-    """The smallest (1 - share) quantile of a kind of val bag's ink spread that leaves at most `most` of the real
-    puzzles at or above it (pieces of different clips: their histograms differ; noise: it does not catch), or None."""
+    """The ink spread above which a bag is taken for no puzzle, or None: of each kind of val bag, its (1 - share)
+    quantile, moved halfway down to the real puzzles' `share` quantile where that lies below it (the middle of the gap
+    between them: the bags' lower tail is steep, and a test bag just below the val quantile should not pass); the
+    smallest of those that leaves at most `most` of the real puzzles at or above it (pieces of different clips: their
+    histograms differ; noise: it does not catch)."""
+    ink = real[~np.isnan(real[:, 1]), 1]
+    top = float(np.quantile(ink, share)) if len(ink) else -np.inf
     fits = [float(np.quantile(r[~np.isnan(r)], 1 - share)) for r in (b[:, 1] for b in bags.values())
             if (~np.isnan(r)).any()]
+    fits = [(t + top) / 2 if top < t else t for t in fits]
     fits = [t for t in fits if np.mean(real[:, 1] >= t) <= most]
     return min(fits) if fits else None
 
