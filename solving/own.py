@@ -245,8 +245,8 @@ def solve_pieces(args, solver):
     odd = result.not_one_puzzle                                                              # calibrated solves only
     if odd:
         ink = "" if np.isnan(result.ink) else f", ink spread {result.ink:.2f}"           # clips: their histograms
-        print(f"note: the pieces look like no one puzzle (seam ratio {result.seam:.2f}{ink}: held back by the gate "
-              "fitted on val; solving/seams.py)")
+        print(f"note: probably not one puzzle (seam ratio {result.seam:.2f}{ink}: held back by the gate fitted on "
+              "val; solving/seams.py)")
     seam, ink = (None if np.isnan(v) else v for v in (result.seam, result.ink))             # NaN: no evidence
     report.update(puzzle_confidence=result.puzzle_confidence, seam_ratio=seam, ink_spread=ink, not_a_puzzle=odd,
                   ckpt=args.ckpt,
