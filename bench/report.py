@@ -80,18 +80,18 @@ GROUPS = {
                 "`python -m bench sampler` (the steps-1 row: `python -m bench one-call`)"),
     "one-call": ("One call (`--steps 1`) on the shipped video models' recipe clips",
                  "`python -m bench one-call`"),
-    "confidence": ("Confidence: fitted on val (`--calibrate`), ECE on test (README settings; older rows: 583ecc8)",
+    "confidence": ("Confidence: fitted on val, ECE on test (README settings; older rows: 583ecc8)",
                    "`python -m bench confidence cross-fit ece-bootstrap not-a-puzzle own-photos confidence-evidence`"),
     "one-call val": ("sample.py's default, chosen on val (images 8 passes; photo rows trained on val)",
                      "`python -m bench one-call-val`"),
-    "assign": ("Assignment: Hungarian (default) against the paper's greedy rule",
+    "assign": ("Assignment: Hungarian against the paper's greedy rule",
                "`python -m bench assign`"),
-    "ensemble": ("Ensembles: K samples of the codes a puzzle, assigned on their mean distance",
+    "ensemble": ("Ensembles: K samples of the codes a puzzle, assigned on their mean",
                  "`python -m bench ensemble` (the README row alone: `python -m bench ensemble-readme`; the steps-1 "
                  "rows: `python -m bench one-call`)"),
     "estimator-val": ("Estimator on val: K samples a clip, shipped 10 x 2",
                       "`python -m bench estimator-val`"),
-    "candidate-val": ("Candidates: 200 val clips, before one ships",
+    "candidate-val": ("Candidates: 200 val clips, pre-ship",
                       "`python -m bench candidate-val`"),
     "transfer": ("The shipped photo gap model on built-in shapes (24 px pieces, 32 px cells)",
                  "`python -m bench transfer`"),
@@ -100,7 +100,7 @@ GROUPS = {
                    "`bench/gpu.py`, recorded by `python -m bench gpu-record`)"),
     "loader": ("Data loading (images/s; ms a batch, against a step)",
                "`python -m bench loader`, `loader-quickstart`, `loader-mmnist`, `pace-mmnist`"),
-    "symmetry": ("Symmetries at solve time: `--symmetries` against as many samples",
+    "symmetry": ("Symmetries: `--symmetries` against as many samples",
                  "`python -m bench symmetry`"),
     "quickstart": ("Quickstart levers: one change each, 200 val puzzles, DDPM-50", None),
     "compute": ("Compute: photo models trained on an H200, scored here",
@@ -198,14 +198,14 @@ def baseline_rows(rows):
 def render():
     results = load_results()
     lines = ["# Benchmarks", "",
-             f"The full log (every row's command, the notes appended): `git show {HISTORY}:bench/BENCHMARKS.md`.",
+             f"The full log before this one: `git show {HISTORY}:bench/BENCHMARKS.md`.",
              "",
              "Written by `python -m bench` from `bench/results.json` (each row's command, machine, date). Test "
              "puzzles: fresh seeds (`--seed 1` unless said), disjoint from training; photo rows: 8 passes over the "
              "39 test photos unless marked (1 pass). Fractions; Kendall distances strict; n: puzzles per pass; "
              "train min: wall minutes. Machine: CPU cores or GPU (under a table when its rows share it); thr: "
              "`OMP_NUM_THREADS`. One run each. "
-             "Headlines: `bench/README.md`; how the recipes were found: `bench/notes.md`.", ""]
+             "Headlines: `bench/README.md`; notes: `bench/notes.md`.", ""]
     groups = list(GROUPS) + sorted({v["group"] for v in results.values()} - set(GROUPS))
     for group in groups:
         rows = {k: v for k, v in results.items() if v["group"] == group}
