@@ -174,22 +174,22 @@ def fit_gate(real, real_ok, bags, share=0.99, most=0.1):
     real, real_ok = np.asarray(real, dtype=float), np.asarray(real_ok, dtype=bool)
     bags = {k: np.asarray(r, dtype=float) for k, r in bags.items()}
     bags = {k: b for k, b in bags.items() if (~np.isnan(b)).any()}                   # kinds with evidence
-    fits = []
+    fits = []                                         # (share of real puzzles held back, gate)
     for ink in dict.fromkeys([ink_threshold(real, bags, share, most), None]):
         threshold = seam_threshold(bags, ink, share)
         if threshold is None or (ink is None and threshold == np.inf):
             continue                                  # nothing to gate on
         gate = {"threshold": threshold, "ink": ink}
-        if held_back(real, gate).mean() <= most:
-            fits.append(gate)
+        share_held = held_back(real, gate).mean()
+        if share_held <= most:
+            fits.append((share_held, gate))
     if not fits:
         return None
-    gate = min(fits, key=lambda g: held_back(real, g).mean())      # the one that holds back fewer real puzzles
-    above = held_back(real, gate)
-    fakes = sum(int(held_back(b, gate).sum()) for b in bags.values())
+    gate = min(fits, key=lambda fit: fit[0])[1]       # the one that holds back fewer real puzzles (ink on a tie)
+    above, held = held_back(real, gate), {k: held_back(b, gate) for k, b in bags.items()}
+    fakes = sum(int(h.sum()) for h in held.values())
     return {**gate, "accuracy": float((real_ok[above].sum() + 1) / (above.sum() + fakes + 2)), "share": share,
-            "real_above": float(above.mean()), "bags_above": {k: float(held_back(b, gate).mean())
-                                                              for k, b in bags.items()}}
+            "real_above": float(above.mean()), "bags_above": {k: float(h.mean()) for k, h in held.items()}}
 
 
 def bag_seams(solver, batch, grid, seed):
