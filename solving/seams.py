@@ -108,7 +108,7 @@ def ink_spread(content, keep):
             continue
         ranked = np.sort(x, axis=1)
         pairs = np.triu_indices(len(x), 1)
-        d = np.abs(ranked[pairs[0]] - ranked[pairs[1]]).mean(-1)
+        d = np.array([np.abs(ranked[i] - ranked[j]).mean() for i, j in zip(*pairs)])   # pair by pair: small memory
         out[b] = float(np.median(d) / (np.abs(x - np.median(x)).mean() + 1e-6))
     return out
 
