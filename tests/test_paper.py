@@ -22,7 +22,7 @@ import train_video
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError
 from sources.files import HELD_OUT, fingerprint, hashed_split
-from train import resume_or_init
+from train import check_processes, resume_or_init
 
 # ----------------------------------------------------------------------------- fixtures in the real layouts
 
@@ -210,13 +210,13 @@ def test_resume_longer_is_logged_and_a_changed_flag_is_refused(tmp_path):
 # ----------------------------------------------------------------------------- torchrun: the global batch
 
 
-def test_torchrun_batch_size_must_split_over_the_processes(tmp_path):
-    base = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train_image.py",
-            "--grid", "2", "--piece-size", "8", "--max-steps", "1", "--eval-every", "0", "--eval-puzzles", "2",
-            "--eval-steps", "2", "--workers", "0", "--device", "cpu"]
-    proc = run(*base, "--batch-size", "3", "--out", tmp_path, check=False)    # 4: tests/test_image.py, 2 each
+def test_torchrun_batch_size_must_split_over_the_processes():
+    """train.py checks this on every process before a step (torchrun itself: tests/test_image.py)."""
+    tc = SimpleNamespace(batch_size=3, precision="fp32")
     message = "--batch-size 3 is the global batch and must split evenly over the 2 processes; use a multiple of 2"
-    assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-1500:]     # (both processes say it)
+    with pytest.raises(UserError, match=re.escape(message)):
+        check_processes(tc, 2, torch.device("cpu"))
+    check_processes(SimpleNamespace(batch_size=4, precision="fp32"), 2, torch.device("cpu"))
 
 
 def test_fp16_on_cpu_is_refused(tmp_path):
