@@ -14,8 +14,8 @@ import jpdvt
 from jpdvt import given_codes
 from metrics import assign_batch
 from puzzles import collate, to_device
-from solving.confidence import margins
-from solving.seams import bag_evidence, not_a_puzzle
+from solving.confidence import gather
+from solving.seams import not_a_puzzle
 
 
 def auroc(high, low):
@@ -45,11 +45,9 @@ def gate_on_test(ckpt, passes, puzzles, batch_size=50):
             bags = not_a_puzzle(batch, torch.Generator().manual_seed(1000 * r + start))
             for name, b in zip(("real", "mixed", "noise"), (batch, *bags)):
                 pos = assign_batch(solver.costs(b)[0], solver.opts.assign)
-                counted = (~given_codes(b, kind.anchored) & ~b["missing"]).cpu().numpy()
-                smallest = np.where(counted, margins(solver.mean_costs(b).cpu().numpy(), pos), np.inf).min(-1)
-                found = bag_evidence(b["content"].cpu().numpy(), pos, grid, (~b["missing"]).cpu().numpy())
-                conf[name] += list(solver.confidence(smallest, smallest, evidence=found)[1])
-                evidence[name] += list(found)
+                found = gather(solver, b, pos, ~given_codes(b, kind.anchored) & ~b["missing"], grid, 0)
+                conf[name] += list(solver.confidence(found[0], found[2], evidence=found[4], owner=found[5])[1])
+                evidence[name] += list(found[4])
     real, evidence = np.array(conf["real"]), {k: np.array(v) for k, v in evidence.items()}
     return {"threshold": (table["gate"] or {}).get("threshold"), "ink": (table["gate"] or {}).get("ink"),
             "puzzles": len(real),
