@@ -21,6 +21,7 @@ bench/recipes.py). Run it from the repository root:
     python -m bench paper-table               # the shipped Moving MNIST models on 1000 test clips (the paper's Table 5)
     python -m bench candidate-val             # trained Moving MNIST recipes on val, before one replaces a shipped model
     python -m bench missing-curve             # docs/video-mmnist-8x4-missing.png (paper, Figure 4(b))
+    python -m bench reliability-plot          # docs/reliability.png: the shipped confidence on test
     python -m bench                           # only rewrite bench/BENCHMARKS.md from bench/results.json
     python -m bench --score-only image-photos-3x3-mix   # score an earlier run's checkpoint again
     python -m bench --resume video-mmnist-10x2-batch32-lr5e-4-40k   # continue a run an earlier session left
@@ -44,6 +45,7 @@ from bench.recipes import (
     CANDIDATE_VAL,
     CANDIDATES,
     COMPUTE,
+    CONFIDENCE,
     ENSEMBLE_CKPTS,
     ENSEMBLE_README,
     ESTIMATOR_VAL,
@@ -73,8 +75,8 @@ from bench.report import RESULTS, ROOT, load_results, render, save_result
 # what `python -m bench NAME` runs besides recipes
 GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemble-readme", "one-call", "one-call-val",
           "estimator-val", "candidate-val",
-          *CONFIDENCE_GROUPS, "paper-table", "missing-curve", "symmetry", "compute-val", "compute-test", "gpu-record",
-          "transfer", "throughput", "loader", "loader-quickstart", "loader-mmnist",
+          *CONFIDENCE_GROUPS, "paper-table", "missing-curve", "reliability-plot", "symmetry", "compute-val",
+          "compute-test", "gpu-record", "transfer", "throughput", "loader", "loader-quickstart", "loader-mmnist",
           "pace-mmnist"]
 
 
@@ -319,6 +321,12 @@ def main(args):
             for k, m in missing_curve(load_results(), path):
                 print(f"missing {k}: kendall {m['kendall']:.4f} (set {m['kendall_set']:.4f}), in order "
                       f"{m['exact']:.1%} (set {m['exact_set']:.1%})")
+            print(f"wrote {path}")
+        elif name == "reliability-plot":            # docs/reliability.png: the confidence rows on test
+            from bench.plots import reliability_plot
+            path = os.path.join(ROOT, "docs", "reliability.png")
+            for ckpt, parts in reliability_plot(load_results(), [n for n, _ in CONFIDENCE], path):
+                print(f"{ckpt}: test ECE piece {parts['piece'][1]:.3f}, puzzle {parts['puzzle'][1]:.3f}")
             print(f"wrote {path}")
         elif name == "ensemble-readme":             # only the README row of the ensemble sweep
             ensemble_readme(args.out)

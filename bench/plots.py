@@ -1,8 +1,12 @@
 """
-Pictures of bench rows (python -m bench missing-curve): the Moving MNIST 8 x 4 model trained with up to 4 missing
-pieces (recipe video-mmnist-8x4-missing), scored at 0 .. 4 missing pieces: normalized Kendall distance (strict, and
-with generated pieces compared as a set) and the share of clips exactly in order, drawn with PIL as
-docs/video-mmnist-8x4-missing.png, the counterpart of the paper's Figure 4(b).
+Pictures of bench rows, drawn with PIL:
+- python -m bench missing-curve: the Moving MNIST 8 x 4 model trained with up to 4 missing pieces (recipe
+  video-mmnist-8x4-missing), scored at 0 .. 4 missing pieces: normalized Kendall distance (strict, and with generated
+  pieces compared as a set) and the share of clips exactly in order, as docs/video-mmnist-8x4-missing.png, the
+  counterpart of the paper's Figure 4(b).
+- python -m bench reliability-plot: the shipped checkpoints' confidence on test (the `confidence NAME test` rows):
+  in each bin of predicted probability, the mean predicted against the share right, per piece and per puzzle, as
+  docs/reliability.png (on the diagonal: calibrated; below it: overconfident).
 """
 from PIL import Image, ImageDraw
 
@@ -60,5 +64,62 @@ def missing_curve(results, path):
     panel(draw, (450, 40, 740, 240), points, {"strict": ("exact", SERIES["strict"]),
                                               "as a set": ("exact_set", SERIES["as a set"])},
           "% of clips exactly in order", 100)
+    img.save(path)
+    return points
+
+
+PART_COLOURS = {"piece": (40, 90, 200), "puzzle": (200, 40, 40)}
+
+
+def reliability_points(results, names):
+    """[(name, {"piece": (rows, ece), "puzzle": (rows, ece)})] of the `confidence NAME test` rows that exist; rows:
+    (low, high, count, mean predicted, observed) per bin (solving/confidence.py: reliability)."""
+    out = []
+    for name in names:
+        row = results.get(f"confidence {name} test")
+        if row:
+            conf = row["metrics"]["confidence"]
+            out.append((name, {part: (conf[part]["rows"], conf[part]["ece"]) for part in ("piece", "puzzle")}))
+    return out
+
+
+def reliability_panel(draw, box, rows, colour):
+    """One checkpoint's bins in `box`: a dot at (mean predicted, share right), its area the bin's share of the pieces
+    or puzzles, a line from the diagonal (dashed) to it: below the diagonal, overconfident."""
+    x0, y0, x1, y1 = box
+    sx = lambda v: x0 + (x1 - x0) * v                                                          # noqa: E731
+    sy = lambda v: y1 - (y1 - y0) * v                                                          # noqa: E731
+    draw.rectangle([x0, y0, x1, y1], outline=(0, 0, 0))
+    for i in range(0, 20, 2):
+        draw.line([(sx(i / 20), sy(i / 20)), (sx((i + 1) / 20), sy((i + 1) / 20))], fill=(160, 160, 160))
+    total = sum(r[2] for r in rows)
+    for _, _, count, predicted, observed in rows:
+        x, y, r = sx(predicted), sy(observed), 1.5 + 6 * (count / total) ** 0.5
+        draw.line([(x, sy(predicted)), (x, y)], fill=colour)
+        draw.ellipse([x - r, y - r, x + r, y + r], fill=colour)
+
+
+def reliability_plot(results, names, path):
+    """Draw the reliability of the checkpoints `names` into `path`: a column each, pieces above, puzzles below, with
+    their test ECE; returns the points drawn."""
+    points = reliability_points(results, names)
+    if not points:
+        raise SystemExit("no rows 'confidence NAME test' yet: run python -m bench confidence")
+    size, gap, f = 140, 40, font(12)
+    img = Image.new("RGB", (70 + (size + gap) * len(points), 90 + 2 * (size + gap)), (255, 255, 255))
+    draw = ImageDraw.Draw(img)
+    draw.text((10, 8), "share right (y) against predicted probability (x), bins of the test split; dot area: the "
+              "bin's share; dashed: calibrated; below it: overconfident", fill=(0, 0, 0), font=f)
+    for i, (name, parts) in enumerate(points):
+        x0 = 60 + (size + gap) * i
+        draw.text((x0, 30), name.replace("image-", "").replace("video-", ""), fill=(0, 0, 0), font=f)
+        for j, part in enumerate(("piece", "puzzle")):
+            y0 = 70 + (size + gap) * j
+            reliability_panel(draw, (x0, y0, x0 + size, y0 + size), parts[part][0], PART_COLOURS[part])
+            draw.text((x0, y0 - 16), f"{part} ECE {parts[part][1]:.3f}", fill=PART_COLOURS[part], font=f)
+            for v in (0, 1):
+                draw.text((x0 + size * v - 3, y0 + size + 3), f"{v}", fill=(0, 0, 0), font=f)
+                if i == 0:
+                    draw.text((x0 - 14, y0 + size * (1 - v) - 7), f"{v}", fill=(0, 0, 0), font=f)
     img.save(path)
     return points

@@ -74,6 +74,19 @@ def test_missing_curve_draws_the_rows(tmp_path):
         missing_curve({}, tmp_path / "none.png")
 
 
+def test_reliability_plot_draws_each_checkpoints_bins(tmp_path):
+    """bench/plots.py draws the confidence rows on test (predicted against observed per bin) as one picture."""
+    from bench.plots import reliability_plot
+    bins = {"ece": 0.02, "rows": [[0.0, 0.5, 10, 0.2, 0.1], [0.5, 1.0, 90, 0.9, 0.95]]}
+    rows = {f"confidence {n} test": {"metrics": {"confidence": {"piece": bins, "puzzle": bins}}} for n in "ab"}
+    points = reliability_plot(rows, ["a", "b", "c"], tmp_path / "rel.png")
+    assert [n for n, _ in points] == ["a", "b"] and points[0][1]["piece"] == (bins["rows"], 0.02)
+    img = Image.open(tmp_path / "rel.png")
+    assert img.size == (70 + 180 * 2, 90 + 2 * 180) and len(set(img.convert("L").tobytes())) > 3
+    with pytest.raises(SystemExit, match="no rows"):
+        reliability_plot({}, ["a"], tmp_path / "none.png")
+
+
 def test_report_tables_keep_their_columns():
     """bench/report.py: every line of a table has its header's cells, whether the rows share one machine (said once,
     under the table, after a blank line) or not (a machine column), recipes' repeated evaluations included."""
