@@ -129,6 +129,12 @@ def held_back(evidence, gate):
     return out | (evidence[..., 1] >= gate["ink"]) if gate.get("ink") is not None else out
 
 
+def quantile(x, q):
+    """np.quantile (interpolated) of evidence x, +inf (far from any puzzle) taken as the largest float, so that a
+    quantile next to it is that float, not the NaN of inf - inf."""
+    return float(np.quantile(np.minimum(x, np.finfo(float).max), q))
+
+
 def ink_threshold(real, bags, share, most):
     """The ink spread above which a bag is taken for no puzzle, or None: of each kind of val bag, its (1 - share)
     quantile, moved halfway down to the real puzzles' `share` quantile where that lies below it (the middle of the gap
@@ -136,8 +142,8 @@ def ink_threshold(real, bags, share, most):
     smallest of those that leaves at most `most` of the real puzzles at or above it (pieces of different clips: their
     histograms differ; noise: it does not catch)."""
     ink = real[~np.isnan(real[:, 1]), 1]
-    top = float(np.quantile(ink, share)) if len(ink) else -np.inf
-    fits = [float(np.quantile(r[~np.isnan(r)], 1 - share)) for r in (b[:, 1] for b in bags.values())
+    top = quantile(ink, share) if len(ink) else -np.inf
+    fits = [quantile(r[~np.isnan(r)], 1 - share) for r in (b[:, 1] for b in bags.values())
             if (~np.isnan(r)).any()]
     fits = [(t + top) / 2 if top < t else t for t in fits]
     fits = [t for t in fits if np.mean(real[:, 1] >= t) <= most]
@@ -157,7 +163,7 @@ def seam_threshold(bags, ink, share):
         caught = b[:, 1] >= ink if ink is not None else np.zeros(len(b), bool)
         left = b[seam & ~caught, 0]
         level = (1 - share) * seam.sum() / len(left) if 0 < len(left) < seam.sum() else 1 - share
-        fits.append(float(np.quantile(left, level)) if len(left) and level < 1 else np.inf)
+        fits.append(quantile(left, level) if len(left) and level < 1 else np.inf)
     return min(fits) if fits else None
 
 
