@@ -91,8 +91,7 @@ def solve_image_bag(solver, pieces, pins, grid=None, callback=None):
     return Result(positions=np.stack(divmod(pos[:n], grid[1]), axis=1), confidence=conf,
                   puzzle_confidence=None if whole is None else float(whole),
                   image=Image.fromarray((img * 255).round().astype(np.uint8)), margins=margin,
-                  seam=float(evidence[0]), ink=float(evidence[1]), not_one_puzzle=bool(conf is not None and free.any()
-                                                              and solver.no_puzzle(evidence, settings)),
+                  **verdict(solver, evidence, settings, judged=conf is not None and free.any()),
                   generated=np.stack(divmod(pos[n:], grid[1]), axis=1), cells=pos, tiles=tiles)
 
 
@@ -123,10 +122,15 @@ def order_clips(solver, clips, pins):
     if conf is not None:
         conf[first] = 1.0
     return Result(positions=slots, confidence=conf, puzzle_confidence=None if whole is None else float(whole),
-                  image=None, margins=mine, seam=float(evidence[0]), ink=float(evidence[1]),
-                  generated=np.zeros((0, 2), int), cells=slots,
-                  not_one_puzzle=bool(conf is not None and solver.no_puzzle(evidence, settings)),
-                  tiles=None)
+                  image=None, margins=mine, **verdict(solver, evidence, settings, judged=conf is not None),
+                  generated=np.zeros((0, 2), int), cells=slots, tiles=None)
+
+
+def verdict(solver, evidence, settings, judged):
+    """Result's not-a-puzzle fields of a bag's evidence (bag_evidence): its seam ratio, its ink spread and whether
+    the gate fitted with `settings` holds it back (only where the bag was `judged`: calibrated, a piece to place)."""
+    return {"seam": float(evidence[0]), "ink": float(evidence[1]),
+            "not_one_puzzle": bool(judged and solver.no_puzzle(evidence, settings))}
 
 
 def check_pins(pins, n, grid, anchored):
