@@ -80,25 +80,25 @@ GROUPS = {
                 "`python -m bench sampler` (the steps-1 row: `python -m bench one-call`)"),
     "one-call": ("One call (`--steps 1`) on the shipped video models' recipe clips",
                  "`python -m bench one-call`"),
-    "confidence": ("Confidence: fitted on val, ECE on test (README settings; older rows: 583ecc8)",
+    "confidence": ("Confidence: val fit, test ECE (README settings; older rows: 583ecc8)",
                    "`python -m bench confidence cross-fit ece-bootstrap not-a-puzzle own-photos confidence-evidence`"),
     "one-call val": ("sample.py's default, chosen on val (images 8 passes; photo rows trained on val)",
                      "`python -m bench one-call-val`"),
     "assign": ("Assignment: Hungarian against the paper's greedy rule",
                "`python -m bench assign`"),
-    "ensemble": ("Ensembles: K samples of the codes a puzzle, assigned on their mean",
+    "ensemble": ("Ensembles: K samples a puzzle, assigned on their mean",
                  "`python -m bench ensemble` (the README row alone: `python -m bench ensemble-readme`; the steps-1 "
                  "rows: `python -m bench one-call`)"),
     "estimator-val": ("Estimator on val: K samples a clip, shipped 10 x 2",
                       "`python -m bench estimator-val`"),
     "candidate-val": ("Candidates: 200 val clips, pre-ship",
                       "`python -m bench candidate-val`"),
-    "transfer": ("The shipped photo gap model on built-in shapes (24 px pieces, 32 px cells)",
+    "transfer": ("The photo gap model on built-in shapes (24 px pieces)",
                  "`python -m bench transfer`"),
     "throughput": ("Throughput",
                    "`python -m bench throughput` (`--device cuda`: the (cuda) rows; the (NVIDIA H200) rows: "
                    "`bench/gpu.py`, recorded by `python -m bench gpu-record`)"),
-    "loader": ("Data loading (images/s; ms a batch, against a step)",
+    "loader": ("Data loading (images/s; ms a batch)",
                "`python -m bench loader`, `loader-quickstart`, `loader-mmnist`, `pace-mmnist`"),
     "symmetry": ("Symmetries: `--symmetries` against as many samples",
                  "`python -m bench symmetry`"),
@@ -108,7 +108,7 @@ GROUPS = {
     "paper-table": ("The paper's Moving MNIST protocol (Table 5): shipped checkpoints, 1000 test clips (anchored; "
                     "DDIM-50, the estimator chosen on val)",
                     "`python -m bench paper-table`"),
-    "gpu": ("The lent-GPU session: training runs on the device",
+    "gpu": ("The lent GPU: training runs",
             "on the device `python -m bench.gpu --photos .photos --out $OUT --runs /tmp/runs --photo-seconds 200 "
             "--gap-seconds 60`, then `python -m bench gpu-record` here"),
 }
