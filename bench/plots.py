@@ -6,7 +6,7 @@ Pictures of bench rows, drawn with PIL:
   counterpart of the paper's Figure 4(b).
 - python -m bench reliability-plot: the shipped checkpoints' confidence on test (the `confidence NAME test` rows):
   in each bin of predicted probability, the mean predicted against the share right, per piece and per puzzle, as
-  docs/reliability.png (on the diagonal: calibrated; below it: overconfident).
+  docs/reliability.png (on the diagonal: calibrated; below it: overconfident; bins of under 10 as rings).
 """
 from PIL import Image, ImageDraw
 
@@ -83,9 +83,10 @@ def reliability_points(results, names):
     return out
 
 
-def reliability_panel(draw, box, rows, colour):
-    """One checkpoint's bins in `box`: a dot at (mean predicted, share right), its area the bin's share of the pieces
-    or puzzles, a line from the diagonal (dashed) to it: below the diagonal, overconfident."""
+def reliability_panel(draw, box, rows, colour, few=10):
+    """One checkpoint's bins in `box`: a dot at (mean predicted, share right), larger for a larger share of the pieces
+    or puzzles; a bin of at least `few` has a line from the diagonal (dashed) to it (below the diagonal:
+    overconfident), a smaller one is a ring with its count: one puzzle right or wrong says little."""
     x0, y0, x1, y1 = box
     sx = lambda v: x0 + (x1 - x0) * v                                                          # noqa: E731
     sy = lambda v: y1 - (y1 - y0) * v                                                          # noqa: E731
@@ -94,9 +95,19 @@ def reliability_panel(draw, box, rows, colour):
         draw.line([(sx(i / 20), sy(i / 20)), (sx((i + 1) / 20), sy((i + 1) / 20))], fill=(160, 160, 160))
     total = sum(r[2] for r in rows)
     for _, _, count, predicted, observed in rows:
-        x, y, r = sx(predicted), sy(observed), 1.5 + 6 * (count / total) ** 0.5
-        draw.line([(x, sy(predicted)), (x, y)], fill=colour)
-        draw.ellipse([x - r, y - r, x + r, y + r], fill=colour)
+        x, y, r = sx(predicted), sy(observed), 2 + 5 * (count / total) ** 0.5
+        if count >= few:
+            draw.line([(x, sy(predicted)), (x, y)], fill=colour)
+            draw.ellipse([x - r, y - r, x + r, y + r], fill=colour)
+        else:
+            draw.ellipse([x - 3, y - 3, x + 3, y + 3], outline=colour)
+            draw.text((x + 4, y - 6 if observed < 0.5 else y), str(count), fill=colour, font=font(10))
+
+
+CAPTION = ["share right (y) against predicted probability (x) in bins of the test split: a dot grows with its bin's "
+           "share; dashed: calibrated; below it: overconfident; a ring: a bin of under 10 (its count)",
+           "photos: 39 photos x 8 passes (not independent); set after seeing test: the gap model's tables, the 20 x 1 "
+           "gate (bench/README.md)"]
 
 
 def reliability_plot(results, names, path):
@@ -106,20 +117,20 @@ def reliability_plot(results, names, path):
     if not points:
         raise SystemExit("no rows 'confidence NAME test' yet: run python -m bench confidence")
     size, gap, f = 140, 40, font(12)
-    img = Image.new("RGB", (70 + (size + gap) * len(points), 90 + 2 * (size + gap)), (255, 255, 255))
+    img = Image.new("RGB", (70 + (size + gap) * len(points), 80 + 2 * (size + gap)), (255, 255, 255))
     draw = ImageDraw.Draw(img)
-    draw.text((10, 8), "share right (y) against predicted probability (x), bins of the test split; dot area: the "
-              "bin's share; dashed: calibrated; below it: overconfident", fill=(0, 0, 0), font=f)
+    for k, line in enumerate(CAPTION):
+        draw.text((10, 6 + 16 * k), line, fill=(0, 0, 0), font=f)
     for i, (name, parts) in enumerate(points):
         x0 = 60 + (size + gap) * i
-        draw.text((x0, 30), name.replace("image-", "").replace("video-", ""), fill=(0, 0, 0), font=f)
+        draw.text((x0, 44), name.replace("image-", "").replace("video-", ""), fill=(0, 0, 0), font=f)
         for j, part in enumerate(("piece", "puzzle")):
-            y0 = 70 + (size + gap) * j
+            y0 = 84 + (size + gap) * j
             reliability_panel(draw, (x0, y0, x0 + size, y0 + size), parts[part][0], PART_COLOURS[part])
             draw.text((x0, y0 - 16), f"{part} ECE {parts[part][1]:.3f}", fill=PART_COLOURS[part], font=f)
             for v in (0, 1):
                 draw.text((x0 + size * v - 3, y0 + size + 3), f"{v}", fill=(0, 0, 0), font=f)
                 if i == 0:
-                    draw.text((x0 - 14, y0 + size * (1 - v) - 7), f"{v}", fill=(0, 0, 0), font=f)
+                    draw.text((x0 - 20, y0 + size * (1 - v) - 7), f"{v}", fill=(0, 0, 0), font=f)
     img.save(path)
     return points

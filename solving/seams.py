@@ -131,7 +131,7 @@ def held_back(evidence, gate):
 
 def quantile(x, q):
     """np.quantile (interpolated) of evidence x, +inf (far from any puzzle) taken as the largest float, so that a
-    quantile next to it is that float, not the NaN of inf - inf."""
+    quantile next to it is a finite number (at most that float), not the NaN of inf - inf."""
     return float(np.quantile(np.minimum(x, np.finfo(float).max), q))
 
 

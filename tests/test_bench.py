@@ -76,13 +76,16 @@ def test_missing_curve_draws_the_rows(tmp_path):
 
 def test_reliability_plot_draws_each_checkpoints_bins(tmp_path):
     """bench/plots.py draws the confidence rows on test (predicted against observed per bin) as one picture."""
-    from bench.plots import reliability_plot
-    bins = {"ece": 0.02, "rows": [[0.0, 0.5, 10, 0.2, 0.1], [0.5, 1.0, 90, 0.9, 0.95]]}
+    from bench.plots import PART_COLOURS, reliability_plot
+    bins = {"ece": 0.02, "rows": [[0.0, 0.5, 9, 0.2, 0.1], [0.5, 1.0, 91, 0.9, 0.95]]}    # under 10: a ring
     rows = {f"confidence {n} test": {"metrics": {"confidence": {"piece": bins, "puzzle": bins}}} for n in "ab"}
     points = reliability_plot(rows, ["a", "b", "c"], tmp_path / "rel.png")
     assert [n for n, _ in points] == ["a", "b"] and points[0][1]["piece"] == (bins["rows"], 0.02)
-    img = Image.open(tmp_path / "rel.png")
-    assert img.size == (70 + 180 * 2, 90 + 2 * 180) and len(set(img.convert("L").tobytes())) > 3
+    img = Image.open(tmp_path / "rel.png").convert("RGB")
+    assert img.size == (70 + 180 * 2, 80 + 2 * 180)
+    x0, y0, size = 60 + 180, 84, 140                                 # b's piece panel: its (0.9, 0.95) bin's dot
+    assert img.getpixel((round(x0 + size * 0.9), round(y0 + size * (1 - 0.95)))) == PART_COLOURS["piece"]
+    assert img.getpixel((round(x0 + size * 0.2), round(y0 + size * (1 - 0.1)))) != PART_COLOURS["piece"]   # a ring
     with pytest.raises(SystemExit, match="no rows"):
         reliability_plot({}, ["a"], tmp_path / "none.png")
 

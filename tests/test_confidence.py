@@ -95,9 +95,11 @@ def test_gate_holds_back_99_percent_of_each_kind_of_bag():
     assert again["bags_above"]["noise"] == pytest.approx(np.mean(bags["noise"][3:] >= again["threshold"]) * 97 / 100)
     table = fit(rng.normal(1, 1, 500), rng.random(500) < 0.8)
     assert 0 <= probability(table, -5) <= probability(table, 5) <= 1
-    bags["mixed"][:99] = np.inf                                      # where the 1% quantile lies between infs
+    bags["mixed"][:99] = np.inf                              # the 1% quantile lies between a finite ratio and an inf
     edge = fit_gate(seams_only(real), ok, {k: seams_only(v) for k, v in bags.items()})
     assert not np.isnan(edge["threshold"]) and edge["bags_above"]["mixed"] >= 0.99
+    bags["mixed"][:] = np.inf                                        # only infs: the quantile among them
+    assert not np.isnan(fit_gate(seams_only(real), ok, {k: seams_only(v) for k, v in bags.items()})["threshold"])
 
 
 def test_the_ink_spread_holds_back_what_the_seams_cannot():

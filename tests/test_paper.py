@@ -210,13 +210,33 @@ def test_resume_longer_is_logged_and_a_changed_flag_is_refused(tmp_path):
 # ----------------------------------------------------------------------------- torchrun: the global batch
 
 
-def test_torchrun_batch_size_must_split_over_the_processes():
-    """train.py checks this on every process before a step (torchrun itself: tests/test_image.py)."""
+def test_check_processes_refuses_a_batch_that_does_not_split():
     tc = SimpleNamespace(batch_size=3, precision="fp32")
     message = "--batch-size 3 is the global batch and must split evenly over the 2 processes; use a multiple of 2"
     with pytest.raises(UserError, match=re.escape(message)):
         check_processes(tc, 2, torch.device("cpu"))
     check_processes(SimpleNamespace(batch_size=4, precision="fp32"), 2, torch.device("cpu"))
+
+
+def test_each_torchrun_process_refuses_a_batch_that_does_not_split(tmp_path, monkeypatch, capsys):
+    """What each of 2 torchrun processes does with --batch-size 3 (here one process told it is rank 1 of 2; torchrun's
+    own launch: tests/test_image.py): train.py refuses before a step, run_cli leaves the process group and prints one
+    line, exit code 2."""
+    import plumbing.cli as cli
+    import train
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")                     # as torchrun sets it
+    monkeypatch.setattr(train, "setup_distributed", lambda device: (1, 2, torch.device("cpu")))
+    left = []
+    monkeypatch.setattr(cli, "end_process_group", lambda: left.append(True))
+    args = train_image.get_parser().parse_args(["--grid", "2", "--piece-size", "8", "--max-steps", "1", "--eval-every",
+                                                "0", "--workers", "0", "--device", "cpu", "--batch-size", "3",
+                                                "--out", str(tmp_path)])
+    with pytest.raises(SystemExit) as stop:
+        cli.run_cli(train_image.main, args)
+    message = "--batch-size 3 is the global batch and must split evenly over the 2 processes; use a multiple of 2"
+    assert stop.value.code == 2 and left == [True]
+    assert capsys.readouterr().err.strip().splitlines() == [f"error: {message}"]
+    assert not os.path.exists(tmp_path / "ckpt.pt")
 
 
 def test_fp16_on_cpu_is_refused(tmp_path):
