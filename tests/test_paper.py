@@ -5,14 +5,13 @@ import hashlib
 import os
 import re
 import shlex
-import sys
 from types import SimpleNamespace
 
 import imageio.v3 as iio
 import numpy as np
 import pytest
 import torch
-from conftest import CHELSEA, COFFEE, ROOT, assert_one_line_error, run, sample_run, train_image_run, train_video_run
+from conftest import CHELSEA, COFFEE, ROOT, sample_run, train_image_run, train_video_run
 from PIL import Image
 
 import configs.paper as paper
@@ -239,10 +238,17 @@ def test_each_torchrun_process_refuses_a_batch_that_does_not_split(tmp_path, mon
     assert not os.path.exists(tmp_path / "ckpt.pt")
 
 
-def test_fp16_on_cpu_is_refused(tmp_path):
-    proc = run(sys.executable, "train_image.py", "--precision", "fp16", "--device", "cpu", "--max-steps", "1",
-               "--out", tmp_path, check=False)
-    assert_one_line_error(proc, "--precision fp16 needs a CUDA device")
+def test_fp16_on_cpu_is_refused(tmp_path, capsys):
+    """In process, as train_image.py's __main__ runs it (run_cli: one line, exit code 2; a subprocess's own launch:
+    tests/test_reliability.py)."""
+    import plumbing.cli as cli
+    args = train_image.get_parser().parse_args(["--precision", "fp16", "--device", "cpu", "--max-steps", "1",
+                                                "--out", str(tmp_path)])
+    with pytest.raises(SystemExit) as stop:
+        cli.run_cli(train_image.main, args)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(lines) == 1
+    assert lines[0].startswith("error: --precision fp16 needs a CUDA device")
 
 
 # ----------------------------------------------------------------------------- which split a model saw
