@@ -32,7 +32,8 @@ from sources.vae import VAE_FACTOR, load_codec
 from train import TrainConfig, train
 from unet3d import CONFIGS
 
-# frame side when --size is left out (the paper's settings of clevrer, ucf101, qst: 256 px frames, as latents)
+# frame side when --size is left out (clevrer, ucf101, qst with the paper's settings and --vae: 256 px frames, diffused
+# as 32 x 32 latents; configs/paper.py)
 DATASET_SIZES = {"digits": 32, "movingmnist": 64, "videos": 64, "clevrer": 64, "ucf101": 64, "qst": 64}
 DEFAULTS = TrainConfig(batch_size=16, lr=1e-3, max_steps=300, ckpt_every=100, eval_every=100, eval_puzzles=32,
                        weight_code=0.2, weight_content=0.8)
@@ -54,6 +55,12 @@ def puzzle_config(args):
     curriculum = None
     if args.curriculum:          # (first pieces, steps, stream positions per step: the global batch)
         curriculum = (*args.curriculum, args.batch_size)
+        first, steps = args.curriculum
+        if steps >= args.max_steps:                     # the pieces of its last step (VideoPuzzles.pieces_at)
+            last = first + (args.pieces - first) * (args.max_steps - 1) // steps
+            print(f"note: --curriculum {first} {steps} reaches all {args.pieces} pieces at step {steps}, and this run "
+                  f"stops at --max-steps {args.max_steps} with {last} (scored on all): raise --max-steps, or continue "
+                  "it with --resume and a larger --max-steps")
     puzzle = VideoConfig(dataset=args.dataset, data_dir=args.data_dir, pieces=args.pieces,
                          frames_per_piece=args.frames_per_piece, size=args.size,
                          channels=3 if args.vae or args.dataset in FOLDER_VIDEOS else 1,

@@ -318,6 +318,20 @@ BAD_INPUTS = {
 }
 
 
+def test_a_curriculum_longer_than_the_run_is_noted(capsys):
+    """--curriculum 3 2000 with the default 300 steps would end at 4 of 10 pieces: the script says so (a run to be
+    resumed longer may mean it)."""
+    args = train_video.get_parser().parse_args(["--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3",
+                                                "2000"])
+    train_video.make_config(args)
+    assert ("note: --curriculum 3 2000 reaches all 10 pieces at step 2000, and this run stops at --max-steps 300 with 4"
+            in capsys.readouterr().out)
+    args = train_video.get_parser().parse_args(["--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3",
+                                                "2000", "--max-steps", "5000"])
+    train_video.make_config(args)
+    assert "note: --curriculum" not in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("case", BAD_INPUTS)
 def test_train_video_bad_input(case, tmp_path, capsys):
     np.save(tmp_path / "bad.npy", np.zeros((10, 20, 64, 64), np.uint8))
