@@ -20,6 +20,7 @@ bench/recipes.py). Run it from the repository root:
     python -m bench own-photos                # the photo model through jpdvt.load(...).solve: photos cut into files
     python -m bench paper-table               # the shipped Moving MNIST models on 1000 test clips (the paper's Table 5)
     python -m bench candidate-val             # trained Moving MNIST recipes on val, before one replaces a shipped model
+    python -m bench candidate-val --only video-mmnist-10x2-batch32-lr5e-4     # one of them
     python -m bench missing-curve             # docs/video-mmnist-8x4-missing.png (paper, Figure 4(b))
     python -m bench reliability-plot          # docs/reliability.png: the shipped confidence on test
     python -m bench                           # only rewrite bench/BENCHMARKS.md from bench/results.json
@@ -337,7 +338,7 @@ def main(args):
         elif name == "estimator-val":
             sweep("estimator-val", SHIPPED["video-mmnist-10x2"], ESTIMATOR_VAL, args.out)
         elif name == "candidate-val":               # each finished candidate's ckpt.pt on val, before it may ship
-            done = [r for r in CANDIDATES if finished(r, args.out)]
+            done = [r for r in CANDIDATES if finished(r, args.out) and (not args.only or r in args.only)]
             if not done:
                 sys.exit(f"error: candidate-val found no finished run of {CANDIDATES} under {args.out}; train one with "
                          "`python -m bench RECIPE` (or continue it with --resume) first")
@@ -370,9 +371,9 @@ if __name__ == "__main__":
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("names", nargs="*", help="recipes or groups to run (see --list)")
     p.add_argument("--list", action="store_true", help="list the benchmark names")
-    p.add_argument("--only", nargs="+", metavar="CKPT", choices=list(SHIPPED),
+    p.add_argument("--only", nargs="+", metavar="CKPT", choices=[*SHIPPED, *CANDIDATES],
                    help="the confidence groups and paper-table: only these shipped checkpoints (names as in "
-                        "checkpoints/)")
+                        "checkpoints/); candidate-val: only these candidate recipes")
     p.add_argument("--export", nargs=2, metavar=("SRC", "DST"), help="write SRC's EMA weights as a shippable DST")
     p.add_argument("--out", default="runs/bench", help="folder for the runs' checkpoints and samples")
     p.add_argument("--score-only", action="store_true",
