@@ -91,7 +91,7 @@ GROUPS = {
                  "rows: `python -m bench one-call`)"),
     "estimator-val": ("Estimator on val: K samples a clip, shipped 10 x 2",
                       "`python -m bench estimator-val`"),
-    "candidate-val": ("Candidates: 200 val clips, pre-ship",
+    "candidate-val": ("Candidates: 200 val clips",
                       "`python -m bench candidate-val`"),
     "transfer": ("The photo gap model on built-in shapes (24 px pieces)",
                  "`python -m bench transfer`"),
