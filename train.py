@@ -15,8 +15,7 @@ the loop: DDP nanoGPT style (on when torchrun sets RANK; rank 0 writes), --resum
   StepBatches) and the noise of step s is seeded by (seed, s, rank), so a resumed run reaches the same weights as an
   uninterrupted one.
 
-    train(config, train_set, eval_batch)      # config (plumbing.checkpoint.Config): puzzle, model (the network's
-    # config), train (a TrainConfig), prediction (x0 or eps), run (plumbing.flags.RunConfig: how this process runs)
+    train(config, train_set, eval_batch)      # config: puzzle, model, train, prediction, run (plumbing Config)
     python train_image.py / python train_video.py     # the scripts that build config, train_set and eval_batch
 """
 import copy
