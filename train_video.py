@@ -52,15 +52,12 @@ def puzzle_config(args):
     if args.size < 8 or args.size % factor:
         raise UserError(f"--size must be at least 8 and a multiple of {factor} for --model {args.model}"
                         f"{' with --vae' if args.vae else ''}, got {args.size}")
-    curriculum = None
-    if args.curriculum:          # (first pieces, steps, stream positions per step: the global batch)
-        curriculum = (*args.curriculum, args.batch_size)
-        first, steps = args.curriculum
-        if steps >= args.max_steps:                     # the pieces of its last step (VideoPuzzles.pieces_at)
-            last = first + (args.pieces - first) * (args.max_steps - 1) // steps
-            print(f"note: --curriculum {first} {steps} reaches all {args.pieces} pieces at step {steps}, and this run "
-                  f"stops at --max-steps {args.max_steps} with {last} (scored on all): raise --max-steps, or continue "
-                  "it with --resume and a larger --max-steps")
+    curriculum = (*args.curriculum, args.batch_size) if args.curriculum else None   # (first, steps, global batch)
+    if curriculum and curriculum[1] >= args.max_steps:      # it ends at VideoPuzzles.pieces_at(the last step) pieces
+        first, steps, _ = curriculum
+        last = first + (args.pieces - first) * (args.max_steps - 1) // steps
+        print(f"note: --curriculum {first} {steps} reaches all {args.pieces} pieces at step {steps}; this run stops at "
+              f"--max-steps {args.max_steps} with {last} (scored on all): raise it, or --resume with a larger one")
     puzzle = VideoConfig(dataset=args.dataset, data_dir=args.data_dir, pieces=args.pieces,
                          frames_per_piece=args.frames_per_piece, size=args.size,
                          channels=3 if args.vae or args.dataset in FOLDER_VIDEOS else 1,
@@ -94,9 +91,8 @@ def main(args):
                                     make_config=make_config)
     kind = jpdvt.kind_of(config)
     codec = load_codec(kind.vae) if kind.vae else None
-    seed = config.train.seed
-    train_set = kind.puzzles("train", seed)
-    held_out = kind.puzzles("val", seed)                # model selection: never the test split
+    train_set = kind.puzzles("train", config.train.seed)
+    held_out = kind.puzzles("val", config.train.seed)   # model selection: never the test split
     eval_batch = collate([held_out[i] for i in range(min(config.train.eval_puzzles, len(held_out)))])
     train(config, train_set, eval_batch, ckpt=ckpt, encode=codec.encode_batch if codec else None,
           notes=notes)

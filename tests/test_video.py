@@ -324,7 +324,7 @@ def test_a_curriculum_longer_than_the_run_is_noted(capsys):
     args = train_video.get_parser().parse_args(["--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3",
                                                 "2000"])
     train_video.make_config(args)
-    assert ("note: --curriculum 3 2000 reaches all 10 pieces at step 2000, and this run stops at --max-steps 300 with 4"
+    assert ("note: --curriculum 3 2000 reaches all 10 pieces at step 2000; this run stops at --max-steps 300 with 4"
             in capsys.readouterr().out)
     args = train_video.get_parser().parse_args(["--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3",
                                                 "2000", "--max-steps", "5000"])
