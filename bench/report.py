@@ -52,10 +52,11 @@ KEYS = ["piece_acc", "puzzle_acc", "kendall", "exact", "kendall_set", "exact_set
 
 
 def values(m):
-    """A row's metrics as printed: 4 significant digits (integers whole), the confidence's ECE (piece, puzzle) 3
-    decimals."""
+    """A row's metrics as printed: 4 significant digits (integers whole; seconds a puzzle 2: timings on a shared
+    machine are noisy), the confidence's ECE (piece, puzzle) 3 decimals."""
     conf = m.get("confidence") or {}
-    shown = {k: str(m[k]) if type(m[k]) is int else f"{m[k]:.4g}" for k in KEYS if k in m}
+    shown = {k: str(m[k]) if type(m[k]) is int else f"{m[k]:.{2 if k == 'sec_per_puzzle' else 4}g}"
+             for k in KEYS if k in m}
     ece = {part: conf[part]["ece"] for part in ("piece", "puzzle") if part in conf} | m.get("ece", {})
     if "chosen" in m:               # cross-fit rows: the choice and its held-out val ECE (the lowest of the candidates)
         shown["chosen"] = " ".join(map(str, m["chosen"])) + " (val {:.3f} / {:.3f})".format(*m["chosen_ece"])
@@ -124,6 +125,17 @@ def short_machine(row):
     return short + (f", {threads.group(1)} thr" if threads else "")
 
 
+def shown_command(row):
+    """A hand-run row's commands as printed: the thread setting left to the machine column, and its scoring command
+    `python sample.py --ckpt OUT/ckpt.pt ...` (OUT the training's --out) as `sample.py ...`."""
+    command = re.sub(r"^OMP_NUM_THREADS=\d+ ", "", row["command"])
+    out = re.search(r"--out (\S+)", command)
+    score = row.get("eval", "")
+    if score and out:
+        score = score.replace(f"python sample.py --ckpt {out.group(1)}/ckpt.pt", "sample.py")
+    return f"`{command}`" + (f"<br>`{score}`" if score else "")
+
+
 def kind(m):
     return "image" if "piece_acc" in m and "puzzle_acc" in m else "video" if "kendall" in m else "other"
 
@@ -152,7 +164,7 @@ def table(rows, first, recipes=None, own_commands=False):
         cells += [str(m.get("num_puzzles", "-"))] * counted
         cells += ([""] * (trained + (one is None)) if again else
                   [f"{v['train_minutes']:.1f}"] * trained + [short_machine(v)] * (one is None))
-        cells += [f"`{v['command']}`" + (f"<br>`{v['eval']}`" if v.get("eval") else "")] * own_commands
+        cells += [shown_command(v)] * own_commands
         lines.append("| " + " | ".join(cells) + " |")
         previous = name
     return lines + (["", f"Machine: {one}.", ""] if one else [""])
@@ -204,7 +216,8 @@ def render():
              "puzzles: fresh seeds (`--seed 1` unless said), disjoint from training; photo rows: 8 passes over the "
              "39 test photos unless marked (1 pass). Fractions; Kendall distances strict; n: puzzles per pass; "
              "train min: wall minutes. Machine: CPU cores or GPU (under a table when its rows share it); thr: "
-             "`OMP_NUM_THREADS`. One run each. "
+             "`OMP_NUM_THREADS`; hand-run rows' `sample.py`: `python sample.py --ckpt OUT/ckpt.pt`, OUT the run's "
+             "`--out`. One run each. "
              "Headlines: `bench/README.md`; notes: `bench/notes.md`.", ""]
     groups = list(GROUPS) + sorted({v["group"] for v in results.values()} - set(GROUPS))
     for group in groups:

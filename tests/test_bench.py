@@ -104,3 +104,16 @@ def test_report_tables_keep_their_columns():
         assert len({line.count("|") for line in body}) == 1, lines
         assert ("machine" in body[0]) is not one
         assert one is (lines[-3:] == ["", "Machine: 2 CPU.", ""])
+
+
+def test_hand_run_rows_print_their_commands_short():
+    """bench/report.py: a hand-run row's thread setting goes to the machine column, and its scoring command on the
+    run's own checkpoint reads `sample.py ...`; another checkpoint's command is printed whole."""
+    from bench.report import short_machine, shown_command
+    row = {"machine": "2 CPU cores", "command": "OMP_NUM_THREADS=1 python train_image.py --out runs/qs",
+           "eval": "python sample.py --ckpt runs/qs/ckpt.pt --split val"}
+    assert shown_command(row) == "`python train_image.py --out runs/qs`<br>`sample.py --split val`"
+    assert short_machine(row) == "2 CPU, 1 thr"
+    other = {**row, "eval": "python sample.py --ckpt runs/other/ckpt.pt"}
+    assert shown_command(other).endswith("<br>`python sample.py --ckpt runs/other/ckpt.pt`")
+    assert shown_command({"command": "python sample.py --ckpt a.pt"}) == "`python sample.py --ckpt a.pt`"
