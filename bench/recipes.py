@@ -142,9 +142,10 @@ RECIPES = {
     "image-3x3": ("train_image.py", IMAGE_3X3 + ["--schedule", "cosine", "--max-steps", "5000"], [[]]),
     "video-mmnist-10x2": ("train_video.py", MMNIST + ["--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3",
                                                       "2000", "--max-steps", "5000"], [[]]),
-    # the same at the paper's 64 px frames (issue 38: the effect of 32 px), to score on val beside the shipped 32 px
-    # model's `one-call val video-mmnist-10x2 ddim-50` row (the same clips, made at 64 px and halved for 32); data in
-    # the main process (--workers 0, the same batches): at 64 px a batch takes 24 ms to make, so both cores compute
+    # the same at the paper's 64 px frames (issue 38: the effect of 32 px), to score on val beside the 5000-step 32 px
+    # model's `one-call val video-mmnist-10x2 ddim-50 [retired]` row (the same clips, made at 64 px and halved for
+    # 32); data in the main process (--workers 0, the same batches): at 64 px a batch takes 24 ms to make, so both
+    # cores compute
     "video-mmnist-10x2-64px": ("train_video.py", with_flag(MMNIST, "--size", "64") + [
         "--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3", "2000", "--max-steps", "5000",
         "--workers", "0"],
@@ -162,7 +163,8 @@ RECIPES = {
         "--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3", "6000", "--batch-size", "32",
         "--max-steps", "12000", "--workers", "0"], [[]]),
     # the same recipe run cleanly in one go (no cut, two threads alone), with the curriculum reaching 20 pieces by
-    # step 4000 instead of 6000: 8000 steps on whole clips instead of 6000, inside the ~150-minute budget
+    # step 4000 instead of 6000 (about 235 steps per added piece, between the 118 that failed and the 350 that works):
+    # 8000 steps on whole clips instead of 6000; inside the ~150-minute budget at 2 steps/s or more, not at 1.14
     "video-mmnist-20x1-batch32-lr5e-4-cur4k": ("train_video.py", with_flag(with_flag(MMNIST, "--lr", "5e-4"),
                                                                            "--eval-every", "2000") + [
         "--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3", "4000", "--batch-size", "32",
@@ -316,9 +318,9 @@ TRAINED_ON_VAL = " (trained on val)"
 ONE_CALL_VAL = [("image-shapes-3x3", REPEATS, ""), ("video-digits-5x4", [], ""), ("video-mmnist-10x2", [], ""),
                 ("image-photos-3x3", REPEATS, TRAINED_ON_VAL),
                 ("image-photos-3x3-gap", ["--missing", "0", *REPEATS], TRAINED_ON_VAL)]
-# issue 38's estimator lever on the shipped 10 x 2 model, on val: K samples per clip of sample.py's default DDPM-50
-# (better than DDIM-50 there at K = 1: one-call-val rows), assigned on their mean distance (python -m bench
-# estimator-val)
+# issue 38's estimator lever on the 5000-step 10 x 2 model, on val (its rows now end in [retired]; a rerun scores
+# the shipped checkpoint): K samples per clip of sample.py's default DDPM-50 (better than DDIM-50 there at K = 1:
+# one-call-val rows), assigned on their mean distance (python -m bench estimator-val)
 ESTIMATOR_VAL = {f"video-mmnist-10x2 ddpm-50 x{k}": ["--split", "val", "--samples", str(k)] for k in (4, 8)}
 # trained recipes that may replace (or become) a shipped model, scored on the val clips of the shipped model's
 # estimator rows (python -m bench candidate-val, after `python -m bench RECIPE`: every candidate with a ckpt.pt)

@@ -51,11 +51,16 @@ KEYS = ["piece_acc", "puzzle_acc", "kendall", "exact", "kendall_set", "exact_set
         "mixed_mean_confidence", "noise_mean_confidence"]
 
 
+def seconds(x):
+    """2 significant digits, whole seconds from 10 on (not 1e+02)."""
+    return f"{x:.0f}" if x >= 10 else f"{x:.2g}"
+
+
 def values(m):
     """A row's metrics as printed: 4 significant digits (integers whole; seconds a puzzle 2: timings on a shared
     machine are noisy), the confidence's ECE (piece, puzzle) 3 decimals."""
     conf = m.get("confidence") or {}
-    shown = {k: str(m[k]) if type(m[k]) is int else f"{m[k]:.{2 if k == 'sec_per_puzzle' else 4}g}"
+    shown = {k: str(m[k]) if type(m[k]) is int else seconds(m[k]) if k == "sec_per_puzzle" else f"{m[k]:.4g}"
              for k in KEYS if k in m}
     ece = {part: conf[part]["ece"] for part in ("piece", "puzzle") if part in conf} | m.get("ece", {})
     if "chosen" in m:               # cross-fit rows: the choice and its held-out val ECE (the lowest of the candidates)
@@ -126,13 +131,15 @@ def short_machine(row):
 
 
 def shown_command(row):
-    """A hand-run row's commands as printed: the thread setting left to the machine column, and its scoring command
-    `python sample.py --ckpt OUT/ckpt.pt ...` (OUT the training's --out) as `sample.py ...`."""
+    """A hand-run row's commands as printed: the training's thread setting left to the machine column, and a scoring
+    command on the run's own checkpoint (`[OMP_NUM_THREADS=N ]python sample.py --ckpt OUT/ckpt.pt ...`, OUT the
+    training's --out) as `sample.py ...`; any other command is printed whole."""
     command = re.sub(r"^OMP_NUM_THREADS=\d+ ", "", row["command"])
-    out = re.search(r"--out (\S+)", command)
+    out = re.search(r"--out[ =](\S+?)/?(?=\s|$)", command)
     score = row.get("eval", "")
     if score and out:
-        score = score.replace(f"python sample.py --ckpt {out.group(1)}/ckpt.pt", "sample.py")
+        own = rf"^(?:OMP_NUM_THREADS=\d+ )?python sample\.py --ckpt {re.escape(out.group(1))}/ckpt\.pt(?=\s|$)"
+        score = re.sub(own, "sample.py", score)
     return f"`{command}`" + (f"<br>`{score}`" if score else "")
 
 

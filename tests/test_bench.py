@@ -109,7 +109,7 @@ def test_report_tables_keep_their_columns():
 def test_hand_run_rows_print_their_commands_short():
     """bench/report.py: a hand-run row's thread setting goes to the machine column, and its scoring command on the
     run's own checkpoint reads `sample.py ...`; another checkpoint's command is printed whole."""
-    from bench.report import short_machine, shown_command
+    from bench.report import seconds, short_machine, shown_command
     row = {"machine": "2 CPU cores", "command": "OMP_NUM_THREADS=1 python train_image.py --out runs/qs",
            "eval": "python sample.py --ckpt runs/qs/ckpt.pt --split val"}
     assert shown_command(row) == "`python train_image.py --out runs/qs`<br>`sample.py --split val`"
@@ -117,3 +117,10 @@ def test_hand_run_rows_print_their_commands_short():
     other = {**row, "eval": "python sample.py --ckpt runs/other/ckpt.pt"}
     assert shown_command(other).endswith("<br>`python sample.py --ckpt runs/other/ckpt.pt`")
     assert shown_command({"command": "python sample.py --ckpt a.pt"}) == "`python sample.py --ckpt a.pt`"
+    threads = {"command": "python train_image.py --out=runs/qs/",
+               "eval": "OMP_NUM_THREADS=2 python sample.py --ckpt runs/qs/ckpt.pt"}   # --out=DIR/, its threads
+    assert shown_command(threads).endswith("<br>`sample.py`")
+    for near in ("runs/qs/ckpt.pt.bak", "runs/qXs/ckpt.pt"):                              # not the run's checkpoint
+        row = {"command": "python train_image.py --out runs/q.s", "eval": f"python sample.py --ckpt {near}"}
+        assert shown_command(row).endswith(f"`python sample.py --ckpt {near}`")
+    assert [seconds(x) for x in (0.0006312, 3.391, 123.4)] == ["0.00063", "3.4", "123"]
