@@ -224,6 +224,11 @@ class ImagePuzzles(torch.utils.data.Dataset):
 # Video puzzles
 # ----------------------------------------------------------------------------
 
+def curriculum_pieces(curriculum, pieces, step):
+    """Pieces at training step `step` of a curriculum (first, steps, ...): `first`, growing linearly to all."""
+    return min(pieces, curriculum[0] + (pieces - curriculum[0]) * step // curriculum[1])
+
+
 def make_video_puzzle(frames, num_pieces, frames_per_piece, rng, missing=0, start=None):
     """
     Cut a temporal puzzle from frames (L, ...) with L >= P*F: a window of P*F consecutive frames (at `start`, or a
@@ -307,12 +312,9 @@ class VideoPuzzles(torch.utils.data.Dataset):
         return ENDLESS if self.train else len(self.clips)
 
     def pieces_at(self, i):
-        """Pieces of the puzzle at stream position i (training step i // per_step): all, or fewer early on in a
-        curriculum."""
-        if self.curriculum is None:
-            return self.cfg.pieces
-        first, steps, per_step = self.curriculum
-        return min(self.cfg.pieces, first + (self.cfg.pieces - first) * (i // per_step) // steps)
+        """Pieces of the puzzle at stream position i (training step i // per_step): all, or fewer early on."""
+        c = self.curriculum
+        return self.cfg.pieces if c is None else curriculum_pieces(c, self.cfg.pieces, i // c[2])
 
     def __getitem__(self, i):
         rng = np.random.default_rng([self.seed, SPLITS[self.split], int(i)])

@@ -27,7 +27,7 @@ from configs.paper import VIDEO
 from plumbing.checkpoint import Config
 from plumbing.cli import UserError, run_cli
 from plumbing.flags import add_train_flags, paper_settings, resolve, settings_line, start_run, train_config
-from puzzles import FOLDER_VIDEOS, VIDEO_DATASETS, VideoConfig, collate
+from puzzles import FOLDER_VIDEOS, VIDEO_DATASETS, VideoConfig, collate, curriculum_pieces
 from sources.vae import VAE_FACTOR, load_codec
 from train import TrainConfig, train
 from unet3d import CONFIGS
@@ -53,9 +53,8 @@ def puzzle_config(args):
         raise UserError(f"--size must be at least 8 and a multiple of {factor} for --model {args.model}"
                         f"{' with --vae' if args.vae else ''}, got {args.size}")
     curriculum = (*args.curriculum, args.batch_size) if args.curriculum else None   # (first, steps, global batch)
-    if curriculum and curriculum[1] >= args.max_steps:      # it ends at VideoPuzzles.pieces_at(the last step) pieces
-        first, steps, _ = curriculum
-        last = first + (args.pieces - first) * (args.max_steps - 1) // steps
+    if curriculum and curriculum[1] >= args.max_steps:      # it ends short of all pieces
+        first, steps, last = *args.curriculum, curriculum_pieces(curriculum, args.pieces, args.max_steps - 1)
         print(f"note: --curriculum {first} {steps} reaches all {args.pieces} pieces at step {steps}; this run stops at "
               f"--max-steps {args.max_steps} with {last} (scored on all): raise it, or --resume with a larger one")
     puzzle = VideoConfig(dataset=args.dataset, data_dir=args.data_dir, pieces=args.pieces,
@@ -94,8 +93,7 @@ def main(args):
     train_set = kind.puzzles("train", config.train.seed)
     held_out = kind.puzzles("val", config.train.seed)   # model selection: never the test split
     eval_batch = collate([held_out[i] for i in range(min(config.train.eval_puzzles, len(held_out)))])
-    train(config, train_set, eval_batch, ckpt=ckpt, encode=codec.encode_batch if codec else None,
-          notes=notes)
+    train(config, train_set, eval_batch, ckpt=ckpt, encode=codec.encode_batch if codec else None, notes=notes)
 
 
 def get_parser():
