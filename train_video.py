@@ -53,7 +53,7 @@ def puzzle_config(args):
         raise UserError(f"--size must be at least 8 and a multiple of {factor} for --model {args.model}"
                         f"{' with --vae' if args.vae else ''}, got {args.size}")
     curriculum = (*args.curriculum, args.batch_size) if args.curriculum else None   # (first, steps, global batch)
-    if curriculum and curriculum[1] >= args.max_steps:      # it ends short of all pieces
+    if curriculum and curriculum[1] >= args.max_steps:      # it may end short of all pieces
         first, steps, last = *args.curriculum, curriculum_pieces(curriculum, args.pieces, args.max_steps - 1)
         print(f"note: --curriculum {first} {steps} reaches all {args.pieces} pieces at step {steps}; this run stops at "
               f"--max-steps {args.max_steps} with {last} (scored on all): raise it, or --resume with a larger one")

@@ -106,8 +106,8 @@ def reliability_panel(draw, box, rows, colour, few=10):
 
 CAPTION = ["share right (y) against predicted probability (x) in bins of the test split: a dot grows with its bin's "
            "share; dashed: calibrated; below it: overconfident; a ring: a bin of under 10 (its count)",
-           "photos: 39 photos x 8 passes (not independent); set after seeing test: the gap model's tables "
-           "(bench/README.md)"]
+           "photos: 39 photos x 8 passes (not independent); set after seeing test: the gap model's tables, the "
+           "20 x 1 gate's ink rule (bench/README.md)"]
 
 
 def reliability_plot(results, names, path):
