@@ -332,8 +332,9 @@ ONE_CALL_VAL = [("image-shapes-3x3", REPEATS, ""), ("video-digits-5x4", [], ""),
 ESTIMATOR_VAL = {f"video-mmnist-10x2 ddpm-50 x{k}": ["--split", "val", "--samples", str(k)] for k in (4, 8)}
 # trained recipes that may replace (or become) a shipped model, scored on the val clips of the shipped model's
 # estimator rows (python -m bench candidate-val, after `python -m bench RECIPE`: every candidate with a ckpt.pt)
+# (200 val clips could not rank two 20 x 1 models: `candidate-val --clips 1000` scores more, beside the shipped model)
 CANDIDATES = ["video-mmnist-10x2-batch32-lr5e-4", "video-mmnist-20x1-batch32-lr5e-4",
-              "video-mmnist-20x1-batch32-lr5e-4-cur4k"]
+              "video-mmnist-20x1-batch32-lr5e-4-cur4k", "video-mmnist-10x2-batch32-lr5e-4-18k"]
 CANDIDATE_VAL = {"ddim-50": ["--split", "val", "--sampler", "ddim"], "ddpm-50": ["--split", "val"],
                  "ddpm-50 x4": ["--split", "val", "--samples", "4"]}
 # and the README's figure for the shipped gap model, its command as typed there: sample.py's defaults (DDPM-50,

@@ -124,3 +124,29 @@ def test_hand_run_rows_print_their_commands_short():
         row = {"command": "python train_image.py --out runs/q.s", "eval": f"python sample.py --ckpt {near}"}
         assert shown_command(row).endswith(f"`python sample.py --ckpt {near}`")
     assert [seconds(x) for x in (0.0006312, 3.391, 123.4)] == ["0.00063", "3.4", "123"]
+
+
+def test_candidate_val_scores_more_clips_beside_the_shipped_model(monkeypatch, tmp_path):
+    """`candidate-val --clips N --estimator E`: the candidate and the shipped model of its name, on the same N val
+    clips, with E only; without --clips, the candidate alone on 200 clips with every estimator."""
+    import argparse
+
+    import bench.__main__ as bench_main
+    calls = []
+    monkeypatch.setattr(bench_main, "finished", lambda recipe, out: recipe == "video-mmnist-10x2-batch32-lr5e-4-18k")
+    monkeypatch.setattr(bench_main, "scored", lambda group, key, command: calls.append((key, command)))
+    monkeypatch.setattr(bench_main, "render", lambda: None)
+    args = argparse.Namespace(export=None, list=False, names=["candidate-val"], only=None, out=str(tmp_path),
+                              clips=1000, estimator=["ddpm-50 x4"])
+    bench_main.main(args)
+    assert [key for key, _ in calls] == [
+        "candidate-val video-mmnist-10x2-batch32-lr5e-4-18k ddpm-50 x4 (1000 clips)",
+        "candidate-val video-mmnist-10x2 (shipped) ddpm-50 x4 (1000 clips)"]
+    for _, command in calls:
+        assert command[command.index("--num-puzzles") + 1] == "1000" and command.count("--num-puzzles") == 1
+        assert command[command.index("--samples") + 1] == "4" and "val" in command
+    assert calls[1][1][calls[1][1].index("--ckpt") + 1] == "checkpoints/video-mmnist-10x2.pt"
+    calls.clear()
+    bench_main.main(argparse.Namespace(**{**vars(args), "clips": None, "estimator": None}))
+    assert len(calls) == 3 and all(c[c.index("--num-puzzles") + 1] == "200" for _, c in calls)
+    assert not any("(shipped)" in key for key, _ in calls)
