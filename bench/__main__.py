@@ -73,6 +73,7 @@ from bench.recipes import (
     VIDEO_BASELINES,
 )
 from bench.report import RESULTS, ROOT, load_results, render, save_result
+from plumbing.cli import positive
 
 # what `python -m bench NAME` runs besides recipes
 GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemble-readme", "one-call", "one-call-val",
@@ -381,7 +382,7 @@ if __name__ == "__main__":
     p.add_argument("--only", nargs="+", metavar="CKPT", choices=[*SHIPPED, *CANDIDATES],
                    help="the confidence groups and paper-table: only these shipped checkpoints (names as in "
                         "checkpoints/); candidate-val: only these candidate recipes")
-    p.add_argument("--clips", type=int, help="candidate-val: score on this many val clips (default 200), each "
+    p.add_argument("--clips", type=positive, help="candidate-val: score on this many val clips (default 200), each "
                                              "candidate beside the shipped model of its name")
     p.add_argument("--estimator", nargs="+", choices=CANDIDATE_VAL,
                    help="candidate-val: only these estimators (default: all)")
