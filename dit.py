@@ -36,7 +36,7 @@ class DiTConfig:
 CONFIGS = {
     "tiny": DiTConfig(patch_size=16, hidden=128, depth=4, heads=4, mlp_dim=512),   # CPU minutes: a token per piece
     "small": DiTConfig(hidden=384, depth=8, heads=6, mlp_dim=1536),
-    "base": DiTConfig(piece_size=64, patch_size=16, hidden=768, depth=12, heads=12, mlp_dim=3072),  # paper (DIT_PATCH)
+    "base": DiTConfig(piece_size=64, patch_size=16, hidden=768, depth=12, heads=12, mlp_dim=3072),  # the paper
 }
 
 

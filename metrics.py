@@ -12,7 +12,7 @@ Paper: "Predicted position encodings" (supplement) and "Metrics" (Sec. 4.2).
 - kendall_distance: discordant pairs / (n(n-1)/2), the normalized Kendall (bubble-sort) distance for videos;
   kendall_reversible: the authors' variant, the smaller of the distances of the predicted order and its reverse.
 
-    cost = torch.cdist(pred_codes, table)   # (N, N) L2 distances
+    cost = torch.cdist(pred_codes, table)   # (N, positions) L2 distances
     positions = assign(cost)                # piece i goes to positions[i]
 """
 import numpy as np

@@ -225,7 +225,7 @@ class ImagePuzzles(torch.utils.data.Dataset):
 # ----------------------------------------------------------------------------
 
 def curriculum_pieces(curriculum, pieces, step):
-    """Pieces at training step `step` of a curriculum (first, steps, ...): `first`, growing linearly to all."""
+    """Pieces at 0-based training step `step` of a curriculum (first, steps, ...): `first`, growing stepwise to all."""
     return min(pieces, curriculum[0] + (pieces - curriculum[0]) * step // curriculum[1])
 
 
@@ -296,8 +296,8 @@ class VideoPuzzles(torch.utils.data.Dataset):
     from sources/videos.py (built-in digits, Moving MNIST, a folder of videos; every `frame_stride`-th frame, size x
     size, `channels` channels). A clip gives a window of P*F frames: random in training, centred at test time.
     Returns dict(content (N, F, C, H, W) in [-1, 1], true_pos (N,) with true_pos[0] = 0, missing (N,) bool, never
-    the anchor). Training puzzles have 0..missing pieces missing and, with cfg.curriculum = (first, steps, per_step),
-    start with `first` pieces, growing linearly to all over `steps` training steps of `per_step` stream positions.
+    the anchor). Training puzzles have 0..missing (at most N - 2) pieces missing and, with cfg.curriculum = (first,
+    steps, per_step: the global batch), start as shorter windows of `first` pieces (slots 0..first-1), growing to all.
     """
 
     def __init__(self, cfg, split, seed=0):

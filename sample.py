@@ -81,7 +81,7 @@ def score_test_set(args, solver):
             batch = to_device(batch, solver.device)
             rec = Recorder() if args.animate and r == 0 and start == 0 else None
             t = time.time()
-            cost, content = solver.costs(batch, callback=rec)
+            cost, content = solver.costs(batch, callback=rec)   # with the assignment: jpdvt.solve, plus mirrors
             pos = assign_batch(cost, args.assign)
             seconds += time.time() - t
             if args.calibrate or solver.calibrated():         # the confidence's evidence: one more network call

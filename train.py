@@ -35,7 +35,7 @@ from plumbing.checkpoint import load_checkpoint, save_checkpoint, training_files
 from plumbing.cli import UserError, autocast, resolve_device
 from puzzles import to_device
 
-SCHEDULES = {"constant": "constant after the warm-up (the paper states no schedule)",
+SCHEDULES = {"constant": "constant after the warm-up (the paper states no learning-rate schedule)",
              "cosine": "cosine decay from step 0 to 0 at --max-steps, times the warm-up ramp"}
 
 
@@ -45,7 +45,7 @@ class TrainConfig:
     batch_size: int = 32                     # puzzles per step, over all processes (each of W takes B / W)
     lr: float = 1e-3                         # AdamW learning rate (weight decay 0)
     warmup: int = 100                        # linear warmup steps
-    schedule: str = "constant"               # constant (the paper states no schedule) or cosine from step 0 to
+    schedule: str = "constant"               # learning rate: constant (the paper states none) or cosine from step 0 to
                                              # 0 at max_steps, either times the warm-up ramp
     max_steps: int = 2000                    # total training steps
     ema_decay: float = 0.999                 # EMA of the weights used for sampling

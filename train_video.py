@@ -4,7 +4,7 @@ Train the JPDVT video model: a pseudo-3D U-Net that denoises the 1D positional c
 
 Paper: "Solving temporal jigsaw puzzles" (Sec. 3.2), "Temporal Jigsaw Puzzles Experiments" and the supplement
 "Video Experiments": the first piece is the anchor, up to 25% of the pieces are missing (0..K at random while
-training), loss weights 0.8 missing frames / 0.2 positional codes, batch 32, lr 1e-4, linear schedule, T = 1000,
+training), loss weights 0.8 missing frames / 0.2 positional codes, batch 32, lr 1e-4, linear noise schedule, T = 1000,
 250k steps; MovingMNIST is diffused in pixels, larger videos in the latent space of the Stable Diffusion
 autoencoder (256x256x3 frames -> 32x32x4 latents, `--vae`). Every setting comes from a flag, else the paper's table
 (configs/paper.py; on by default for clevrer, ucf101 and qst, with --paper for movingmnist), else the dataset's
@@ -53,7 +53,7 @@ def puzzle_config(args):
         raise UserError(f"--size must be at least 8 and a multiple of {factor} for --model {args.model}"
                         f"{' with --vae' if args.vae else ''}, got {args.size}")
     curriculum = (*args.curriculum, args.batch_size) if args.curriculum else None   # (first, steps, global batch)
-    if curriculum and curriculum[1] >= args.max_steps:      # it may end short of all pieces
+    if curriculum and curriculum_pieces(curriculum, args.pieces, args.max_steps - 1) < args.pieces:   # ends short
         first, steps, last = *args.curriculum, curriculum_pieces(curriculum, args.pieces, args.max_steps - 1)
         print(f"note: --curriculum {first} {steps} reaches all {args.pieces} pieces at step {steps}; this run stops at "
               f"--max-steps {args.max_steps} with {last} (scored on all): raise it, or --resume with a larger one")
@@ -106,8 +106,8 @@ def get_parser():
     p.add_argument("--pieces", type=int, help="pieces per puzzle; the first stays first (the anchor; default 5)")
     p.add_argument("--frames-per-piece", type=int, help="consecutive frames in each piece (default 4)")
     p.add_argument("--curriculum", type=int, nargs=2, metavar=("FIRST", "STEPS"),
-                   help="train on FIRST pieces at first, growing linearly to --pieces over STEPS steps (the same "
-                        "network orders any number of pieces)")
+                   help="train on FIRST pieces (a shorter window: FIRST x --frames-per-piece frames) at first, growing "
+                        "stepwise to --pieces over STEPS steps (the same network orders any number of pieces)")
     p.add_argument("--missing", type=int,
                    help="up to K missing pieces while training (0..K at random), exactly K when evaluating "
                         "(default 0; paper: at most 25%% of the pieces)")

@@ -330,6 +330,11 @@ def test_a_curriculum_longer_than_the_run_is_noted(capsys):
                                                 "2000", "--max-steps", "5000"])
     train_video.make_config(args)
     assert "note: --curriculum" not in capsys.readouterr().out
+    for first, max_steps in (("10", "300"), ("3", "2000")):   # all pieces from the start: no note; 9 at the end
+        args = train_video.get_parser().parse_args(["--pieces", "10", "--curriculum", first, "2000", "--max-steps",
+                                                    max_steps])
+        train_video.make_config(args)
+        assert ("note: --curriculum" in capsys.readouterr().out) == (first == "3")
 
 
 @pytest.mark.parametrize("case", BAD_INPUTS)
