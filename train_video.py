@@ -53,8 +53,8 @@ def puzzle_config(args):
         raise UserError(f"--size must be at least 8 and a multiple of {factor} for --model {args.model}"
                         f"{' with --vae' if args.vae else ''}, got {args.size}")
     curriculum = (*args.curriculum, args.batch_size) if args.curriculum else None   # (first, steps, global batch)
-    if curriculum and curriculum_pieces(curriculum, args.pieces, args.max_steps - 1) < args.pieces:   # ends short
-        first, steps, last = *args.curriculum, curriculum_pieces(curriculum, args.pieces, args.max_steps - 1)
+    if curriculum and (last := curriculum_pieces(curriculum, args.pieces, args.max_steps - 1)) < args.pieces:
+        first, steps = args.curriculum                                    # the run ends short of all pieces
         print(f"note: --curriculum {first} {steps} reaches all {args.pieces} pieces at step {steps}; this run stops at "
               f"--max-steps {args.max_steps} with {last} (scored on all): raise it, or --resume with a larger one")
     puzzle = VideoConfig(dataset=args.dataset, data_dir=args.data_dir, pieces=args.pieces,
@@ -109,8 +109,8 @@ def get_parser():
                    help="train on FIRST pieces (a shorter window: FIRST x --frames-per-piece frames) at first, growing "
                         "stepwise to --pieces over STEPS steps (the same network orders any number of pieces)")
     p.add_argument("--missing", type=int,
-                   help="up to K missing pieces while training (0..K at random), exactly K when evaluating "
-                        "(default 0; paper: at most 25%% of the pieces)")
+                   help="up to K missing pieces while training (0..K at random), exactly K when evaluating (default "
+                        "0: the content head then learns nothing; paper: at most 25%% of the pieces)")
     p.add_argument("--size", type=int,
                    help="frame side in pixels (default: digits 32, other datasets 64; paper: 64 MovingMNIST, 256 "
                         "with --vae)")
