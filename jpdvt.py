@@ -108,7 +108,7 @@ def model_fn(model, missing, given):
 def puzzle_loss(model, diffusion, batch, table, given, weights, t=None):
     """Diffusion loss of one batch; table (num_positions, D) holds the true code of every position; given (B, N): the
     pieces whose code is told (given_codes); t: (B,) long diffusion steps (default: one at random per puzzle)."""
-    x0 = {"code": table[batch["true_pos"]], "content": batch["content"]}  # (B, N, D), (B, N, ...): clean targets
+    x0 = {"code": table[batch["true_pos"]], "content": batch["content"]}  # (B, N, D), (B, N, ...): clean x0
     masks = {"code": ~given, "content": batch["missing"]}                        # what is generated
     return diffusion.training_losses(model_fn(model, batch["missing"], given), x0, masks, weights=weights, t=t)
 

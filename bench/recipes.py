@@ -180,8 +180,8 @@ RECIPES = {
     "video-mmnist-10x2-batch32-lr5e-4": ("train_video.py", with_flag(MMNIST, "--lr", "5e-4") + [
         "--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3", "2000", "--batch-size", "32",
         "--max-steps", "16000", "--workers", "0"], [[]]),
-    # issue 38: the same for 18000 steps, alone on 2 threads: about 130 minutes at the 2.3 steps/s of the first
-    # 16000-step run; 232.7 logged minutes on an AMD EPYC (AVX2 only, 1.35 steps/s; over the ~150-minute budget);
+    # issue 38: the same for 18000 steps: planned about 130 minutes at the 2.3 steps/s of the first 16000-step run;
+    # logged 232.7 (its row; two resumes, 0.5-3.0 steps/s in log.txt, an AMD EPYC; over the ~150-minute budget);
     # held-out checks every 2000 steps, scored on val (a candidate: candidate-val, then test once); resumed across
     # sessions with `python -m bench --resume`
     "video-mmnist-10x2-batch32-lr5e-4-18k": ("train_video.py", with_flag(with_flag(MMNIST, "--lr", "5e-4"),

@@ -39,6 +39,7 @@ def save_result(key, row):
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
     with open(RESULTS, "w") as f:
         json.dump(results, f, indent=1, sort_keys=True)
+        f.write("\n")
 
 
 KEYS = ["piece_acc", "puzzle_acc", "kendall", "exact", "kendall_set", "exact_set", "kendall_rev", "sec_per_puzzle",
