@@ -183,7 +183,7 @@ RECIPES = {
     # issue 38: the same for 18000 steps: planned about 130 minutes at the 2.3 steps/s of the first 16000-step run;
     # logged 232.7 (its row; two resumes, 0.5-3.0 steps/s in log.txt, an AMD EPYC; over the ~150-minute budget);
     # held-out checks every 2000 steps, scored on val (a candidate: candidate-val, then test once); resumed across
-    # sessions with `python -m bench --resume`
+    # sessions with `python -m bench --resume`; shipped as video-mmnist-10x2 (its test clips: paper-table, confidence)
     "video-mmnist-10x2-batch32-lr5e-4-18k": ("train_video.py", with_flag(with_flag(MMNIST, "--lr", "5e-4"),
                                                                          "--eval-every", "2000") + [
         "--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3", "2000", "--batch-size", "32",
@@ -269,7 +269,7 @@ VIDEO_BASELINES = [("digits", None, 5, 4, 32), ("digits", None, 10, 2, 32)]
 VIDEO_BASELINES += [("movingmnist", MNIST, p, f, 32) for p, f in [(5, 4), (10, 2), (20, 1)]]
 
 # the shipped checkpoints: `python -m bench --export` of their recipes' EMA weights (image-shapes-3x3: image-3x3,
-# video-digits-5x4: video-5x4, video-mmnist-10x2: video-mmnist-10x2-batch32-lr5e-4, video-mmnist-5x4:
+# video-digits-5x4: video-5x4, video-mmnist-10x2: video-mmnist-10x2-batch32-lr5e-4-18k, video-mmnist-5x4:
 # video-mmnist-5x4-batch32-lr5e-4, video-mmnist-20x1: video-mmnist-20x1-batch32-lr5e-4-cur4k;
 # the photo models: image-photos-3x3 and image-photos-3x3-gap-ft), so their recipe rows can be scored again without
 # training
@@ -278,12 +278,12 @@ SHIPPED = {name: f"checkpoints/{name}.pt" for name in ("image-shapes-3x3", "vide
                                                        "image-photos-3x3-gap")}
 # the paper's Moving MNIST protocol (its Table 5; issue 38): each shipped Moving MNIST checkpoint on 1000 test clips
 # made from MNIST test digits, first piece anchored, no missing pieces, DDIM-50, and 10 x 2 and 20 x 1 with the
-# estimator chosen on val (CANDIDATE_VAL: 10 x 2 DDPM-50 with 4 samples a clip, 20 x 1 DDPM-50) (python -m bench
-# paper-table);
+# estimator chosen on val (CANDIDATE_VAL: DDPM-50 for both; the retired 10 x 2's was DDPM-50 with 4 samples a clip)
+# (python -m bench paper-table);
 # {row suffix: (checkpoint, sample.py flags)}
 PAPER_TABLE = {"video-mmnist-5x4": ("video-mmnist-5x4", ["--sampler", "ddim"]),
                "video-mmnist-10x2": ("video-mmnist-10x2", ["--sampler", "ddim"]),
-               "video-mmnist-10x2 ddpm-50 x4": ("video-mmnist-10x2", ["--sampler", "ddpm", "--samples", "4"]),
+               "video-mmnist-10x2 ddpm-50": ("video-mmnist-10x2", ["--sampler", "ddpm"]),
                "video-mmnist-20x1": ("video-mmnist-20x1", ["--sampler", "ddim"]),
                "video-mmnist-20x1 ddpm-50": ("video-mmnist-20x1", ["--sampler", "ddpm"])}
 PAPER_CLIPS = "1000"

@@ -180,20 +180,23 @@ def table(rows, first, recipes=None, own_commands=False):
 
 def group_tables(group, rows, recipes, own_commands):
     """A group's tables: image rows, video rows and others apart; baselines one line per setting and solver; rows of
-    recipes since removed from bench/recipes.py (`recipes`) left out, counted."""
+    recipes since removed from bench/recipes.py (`recipes`) and rows named `... [retired]` left out, counted."""
     if group == "baselines":
         return baseline_rows(rows)
     removed = {k for k in rows if group == "recipes" and k.partition("--")[0] not in recipes}
+    retired = {k for k in rows if k.endswith("[retired]")}
     lines = []
     for part in ("image", "video", "other"):
-        some = {k: v for k, v in rows.items() if kind(v["metrics"]) == part and k not in removed}
+        some = {k: v for k, v in rows.items() if kind(v["metrics"]) == part and k not in removed | retired}
         # the confidence group's rows measure different things: a table per row kind (the words before the name)
         sort = (lambda k: re.split(r" (?=image-|video-)", k)[0]) if group == "confidence" else (lambda k: "")
         for prefix in sorted({sort(k) for k in some}):
             lines += table({k: v for k, v in some.items() if sort(k) == prefix}, "recipe" if group == "recipes"
                            else "row", recipes if group == "recipes" else None, own_commands)
     note = f"({len(removed)} rows of recipes since removed from `bench/recipes.py` are left out.)"
-    return lines + ([note, ""] if removed else [])
+    n = len(retired)
+    gone = f"({n} row{'s' * (n != 1)} of models since replaced, named `... [retired]`: `bench/results.json` only.)"
+    return lines + ([note, ""] if removed else []) + ([gone, ""] if retired else [])
 
 
 def pair(m):

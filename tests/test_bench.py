@@ -106,6 +106,17 @@ def test_report_tables_keep_their_columns():
         assert one is (lines[-3:] == ["", "Machine: 2 CPU.", ""])
 
 
+def test_retired_rows_stay_in_results_only():
+    """bench/report.py: rows named `... [retired]` (a model since replaced) leave BENCHMARKS.md's tables, counted."""
+    from bench.report import group_tables
+    row = {"group": "paper-table", "command": "python sample.py", "machine": "2 CPU cores", "train_minutes": 0,
+           "metrics": {"kendall": 0.1, "exact": 0.5, "num_puzzles": 1000}}
+    lines = group_tables("paper-table", {"new test": row, "old test [retired]": row}, {}, False)
+    assert any(line.startswith("| new test |") for line in lines)
+    assert not any("old test" in line for line in lines)
+    assert "(1 row of models since replaced, named `... [retired]`: `bench/results.json` only.)" in lines
+
+
 def test_hand_run_rows_print_their_commands_short():
     """bench/report.py: a hand-run row's thread setting goes to the machine column, and its scoring command on the
     run's own checkpoint reads `sample.py ...`; another checkpoint's command is printed whole."""
