@@ -14,6 +14,7 @@ from bench.recipes import RECIPES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))      # the repository root, parent of bench/
 RESULTS = os.path.join(ROOT, "bench", "results.json")
+RETIRED = re.compile(r" \[retired[^\]]*\]$")   # rows of a replaced model: `NAME [retired]`, `NAME [retired WHICH]`
 HISTORY = "2038b60"           # the last commit whose BENCHMARKS.md lists every row's command and appends the notes
 
 
@@ -96,9 +97,9 @@ GROUPS = {
     "ensemble": ("Ensembles: K samples a puzzle, assigned on their mean",
                  "`python -m bench ensemble` (the README row alone: `python -m bench ensemble-readme`; the steps-1 "
                  "rows: `python -m bench one-call`)"),
-    "estimator-val": ("Estimator on val: K samples a clip, shipped 10 x 2",
+    "estimator-val": ("Estimator on val: K samples a clip of the shipped 10 x 2",
                       "`python -m bench estimator-val`"),
-    "candidate-val": ("Candidates: 200 val clips",
+    "candidate-val": ("Candidates: val clips (200 unless marked)",
                       "`python -m bench candidate-val`"),
     "transfer": ("The photo gap model on built-in shapes (24 px pieces)",
                  "`python -m bench transfer`"),
@@ -180,22 +181,25 @@ def table(rows, first, recipes=None, own_commands=False):
 
 def group_tables(group, rows, recipes, own_commands):
     """A group's tables: image rows, video rows and others apart; baselines one line per setting and solver; rows of
-    recipes since removed from bench/recipes.py (`recipes`) and rows named `... [retired]` left out, counted."""
+    recipes since removed from bench/recipes.py (`recipes`) and rows of replaced models (`... [retired ...]`) left out,
+    counted."""
     if group == "baselines":
         return baseline_rows(rows)
-    removed = {k for k in rows if group == "recipes" and k.partition("--")[0] not in recipes}
-    retired = {k for k in rows if k.endswith("[retired]")}
+    retired = {k for k in rows if RETIRED.search(k)}
+    removed = {k for k in rows if group == "recipes" and k.partition("--")[0] not in recipes} - retired
+    shown = {k: v for k, v in rows.items() if k not in removed | retired}
     lines = []
     for part in ("image", "video", "other"):
-        some = {k: v for k, v in rows.items() if kind(v["metrics"]) == part and k not in removed | retired}
+        some = {k: v for k, v in shown.items() if kind(v["metrics"]) == part}
         # the confidence group's rows measure different things: a table per row kind (the words before the name)
         sort = (lambda k: re.split(r" (?=image-|video-)", k)[0]) if group == "confidence" else (lambda k: "")
         for prefix in sorted({sort(k) for k in some}):
             lines += table({k: v for k, v in some.items() if sort(k) == prefix}, "recipe" if group == "recipes"
                            else "row", recipes if group == "recipes" else None, own_commands)
-    note = f"({len(removed)} rows of recipes since removed from `bench/recipes.py` are left out.)"
-    n = len(retired)
-    gone = f"({n} row{'s' * (n != 1)} of models since replaced, named `... [retired]`: `bench/results.json` only.)"
+    n_removed, n_retired = len(removed), len(retired)
+    note = f"({n_removed} row{'s' * (n_removed != 1)} of recipes since removed from `bench/recipes.py` left out.)"
+    gone = (f"({n_retired} row{'s' * (n_retired != 1)} of models since replaced, named `... [retired ...]`: "
+            "`bench/results.json` only.)")
     return lines + ([note, ""] if removed else []) + ([gone, ""] if retired else [])
 
 

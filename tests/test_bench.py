@@ -107,14 +107,23 @@ def test_report_tables_keep_their_columns():
 
 
 def test_retired_rows_stay_in_results_only():
-    """bench/report.py: rows named `... [retired]` (a model since replaced) leave BENCHMARKS.md's tables, counted."""
+    """bench/report.py: rows named `... [retired]` or `... [retired WHICH]` (a model since replaced) leave
+    BENCHMARKS.md's tables, counted once; a group of retired rows only has no table; removed recipes stay apart."""
     from bench.report import group_tables
     row = {"group": "paper-table", "command": "python sample.py", "machine": "2 CPU cores", "train_minutes": 0,
            "metrics": {"kendall": 0.1, "exact": 0.5, "num_puzzles": 1000}}
     lines = group_tables("paper-table", {"new test": row, "old test [retired]": row}, {}, False)
     assert any(line.startswith("| new test |") for line in lines)
     assert not any("old test" in line for line in lines)
-    assert "(1 row of models since replaced, named `... [retired]`: `bench/results.json` only.)" in lines
+    assert "(1 row of models since replaced, named `... [retired ...]`: `bench/results.json` only.)" in lines
+    only = group_tables("paper-table", {"a [retired]": row, "b [retired 16000-step]": row}, {}, False)
+    assert not any(line.startswith("|") for line in only)
+    assert "(2 rows of models since replaced, named `... [retired ...]`: `bench/results.json` only.)" in only
+    recipes = group_tables("recipes", {"kept": row, "gone": row, "gone--split val [retired]": row}, {"kept": None},
+                           False)
+    assert "(1 row of recipes since removed from `bench/recipes.py` left out.)" in recipes
+    assert "(1 row of models since replaced, named `... [retired ...]`: `bench/results.json` only.)" in recipes
+    assert not any("[retired" in line for line in recipes if line.startswith("|"))
 
 
 def test_hand_run_rows_print_their_commands_short():
