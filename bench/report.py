@@ -97,7 +97,7 @@ GROUPS = {
     "ensemble": ("Ensembles: K samples a puzzle, assigned on their mean",
                  "`python -m bench ensemble` (the README row alone: `python -m bench ensemble-readme`; the steps-1 "
                  "rows: `python -m bench one-call`)"),
-    "estimator-val": ("Estimator on val: K samples a clip of the shipped 10 x 2",
+    "estimator-val": ("Estimator on val: K samples a clip of the shipped 10 x 2 (the 5000-step model's: retired)",
                       "`python -m bench estimator-val`"),
     "candidate-val": ("Candidates: val clips (200 unless marked)",
                       "`python -m bench candidate-val`"),
