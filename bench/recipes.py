@@ -173,7 +173,7 @@ RECIPES = {
     # (the 10 x 2 gained from a longer cosine: 16000 -> 18000);
     # 12000 steps took 139.9 logged minutes, so about 235 (over the ~150-minute budget, as the 10 x 2's 18000
     # did; an earlier session's machine ran the 16000-step 10 x 2 in 117 minutes, 249.7 here); scored on val (a
-    # candidate); resumed across sessions with `python -m bench --resume`
+    # candidate); resumed across sessions with `python -m bench --resume` (its state carried in bench/resume/)
     "video-mmnist-20x1-batch32-lr5e-4-cur4k-20k": ("train_video.py", with_flag(with_flag(MMNIST, "--lr", "5e-4"),
                                                                                "--eval-every", "2000") + [
         "--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3", "4000", "--batch-size", "32",
