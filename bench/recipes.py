@@ -164,16 +164,14 @@ RECIPES = {
         "--max-steps", "12000", "--workers", "0"], [[]]),
     # the same recipe, no cut of --max-steps (resumed once, at step 10100), with the curriculum reaching 20 pieces by
     # step 4000 instead of 6000 (about 235 steps per added piece, between the 118 that failed and the 350 that works):
-    # 8000 steps on whole clips instead of 6000; 139.9 logged minutes (shipped as video-mmnist-20x1)
+    # 8000 steps on whole clips instead of 6000; 139.9 logged minutes (shipped before the 20000-step run)
     "video-mmnist-20x1-batch32-lr5e-4-cur4k": ("train_video.py", with_flag(with_flag(MMNIST, "--lr", "5e-4"),
                                                                            "--eval-every", "2000") + [
         "--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3", "4000", "--batch-size", "32",
         "--max-steps", "12000", "--workers", "0"], [[]]),
-    # issue 38: the shipped 20 x 1 recipe for 20000 steps, begun after its 1000 test clips missed the issue's 0.005
-    # (the 10 x 2 gained from a longer cosine: 16000 -> 18000);
-    # 12000 steps took 139.9 logged minutes, so about 235 (over the ~150-minute budget, as the 10 x 2's 18000
-    # did; an earlier session's machine ran the 16000-step 10 x 2 in 117 minutes, 249.7 here); scored on val (a
-    # candidate); resumed across sessions with `python -m bench --resume` (its state carried in bench/resume/)
+    # issue 38: that recipe for 20000 steps, begun after its 1000 test clips missed the issue's 0.005 (the 10 x 2
+    # gained from a longer cosine: 16000 -> 18000); 121.4 logged minutes (one run, no resume, on a machine that ran
+    # 20 x 1 at 2.5-2.9 steps/s); chosen on 1000 val clips (candidate-val), then shipped as video-mmnist-20x1
     "video-mmnist-20x1-batch32-lr5e-4-cur4k-20k": ("train_video.py", with_flag(with_flag(MMNIST, "--lr", "5e-4"),
                                                                                "--eval-every", "2000") + [
         "--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3", "4000", "--batch-size", "32",
@@ -279,7 +277,7 @@ VIDEO_BASELINES += [("movingmnist", MNIST, p, f, 32) for p, f in [(5, 4), (10, 2
 
 # the shipped checkpoints: `python -m bench --export` of their recipes' EMA weights (image-shapes-3x3: image-3x3,
 # video-digits-5x4: video-5x4, video-mmnist-10x2: video-mmnist-10x2-batch32-lr5e-4-18k, video-mmnist-5x4:
-# video-mmnist-5x4-batch32-lr5e-4, video-mmnist-20x1: video-mmnist-20x1-batch32-lr5e-4-cur4k;
+# video-mmnist-5x4-batch32-lr5e-4, video-mmnist-20x1: video-mmnist-20x1-batch32-lr5e-4-cur4k-20k;
 # the photo models: image-photos-3x3 and image-photos-3x3-gap-ft), so their recipe rows can be scored again without
 # training
 SHIPPED = {name: f"checkpoints/{name}.pt" for name in ("image-shapes-3x3", "video-digits-5x4", "video-mmnist-10x2",
@@ -287,14 +285,14 @@ SHIPPED = {name: f"checkpoints/{name}.pt" for name in ("image-shapes-3x3", "vide
                                                        "image-photos-3x3-gap")}
 # the paper's Moving MNIST protocol (its Table 5; issue 38): each shipped Moving MNIST checkpoint on 1000 test clips
 # made from MNIST test digits, first piece anchored, no missing pieces, DDIM-50, and 10 x 2 and 20 x 1 with the
-# estimator chosen on val (CANDIDATE_VAL: DDPM-50 for both; the retired 10 x 2's was DDPM-50 with 4 samples a clip)
+# estimator chosen on val (CANDIDATE_VAL: 10 x 2 DDPM-50, 20 x 1 DDPM-50 with 4 samples a clip)
 # (python -m bench paper-table);
 # {row suffix: (checkpoint, sample.py flags)}
 PAPER_TABLE = {"video-mmnist-5x4": ("video-mmnist-5x4", ["--sampler", "ddim"]),
                "video-mmnist-10x2": ("video-mmnist-10x2", ["--sampler", "ddim"]),
                "video-mmnist-10x2 ddpm-50": ("video-mmnist-10x2", ["--sampler", "ddpm"]),
                "video-mmnist-20x1": ("video-mmnist-20x1", ["--sampler", "ddim"]),
-               "video-mmnist-20x1 ddpm-50": ("video-mmnist-20x1", ["--sampler", "ddpm"])}
+               "video-mmnist-20x1 ddpm-50 x4": ("video-mmnist-20x1", ["--sampler", "ddpm", "--samples", "4"])}
 PAPER_CLIPS = "1000"
 # one network call at t = T-1 (issue 27.3): the x0 prediction from pure noise, the posterior-mean estimate of every
 # code. DDPM and DDIM give the same x0 from the same noise, but DDPM's last step draws noise that it weighs 0, which
