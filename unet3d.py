@@ -73,7 +73,6 @@ CONFIGS = {
 }
 CONFIGS["tiny-head6"] = replace(CONFIGS["tiny"], head_depth=6)   # a 6-block head over pieces: a 20 x 1 candidate
 
-
 # ----------------------------------------------------------------------------- embeddings
 
 def mlp(d_in, d_hidden, d_out):
