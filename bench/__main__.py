@@ -20,8 +20,7 @@ bench/recipes.py). Run it from the repository root:
     python -m bench own-photos                # the photo model through jpdvt.load(...).solve: photos cut into files
     python -m bench paper-table               # the shipped Moving MNIST models on 1000 test clips (the paper's Table 5)
     python -m bench candidate-val             # trained Moving MNIST recipes on val, before one replaces a shipped model
-    python -m bench candidate-val --only video-mmnist-10x2-batch32-lr5e-4     # one of them
-    python -m bench candidate-val --clips 1000 --estimator "ddpm-50 x4"       # more clips, beside the shipped model
+    python -m bench candidate-val --clips 1000 --seed 2 --estimator "ddpm-50 x4"   # more clips, beside the shipped one
     python -m bench missing-curve             # docs/video-mmnist-8x4-missing.png (paper, Figure 4(b))
     python -m bench reliability-plot          # docs/reliability.png: the shipped confidence on test
     python -m bench                           # only rewrite bench/BENCHMARKS.md from bench/results.json
@@ -76,11 +75,10 @@ from bench.report import RESULTS, ROOT, load_results, render, save_result
 from plumbing.cli import positive
 
 # what `python -m bench NAME` runs besides recipes
-GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemble-readme", "one-call", "one-call-val",
-          "estimator-val", "candidate-val",
-          *CONFIDENCE_GROUPS, "paper-table", "missing-curve", "reliability-plot", "symmetry", "compute-val",
-          "compute-test", "gpu-record", "transfer", "throughput", "loader", "loader-quickstart", "loader-mmnist",
-          "pace-mmnist"]
+GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemble-readme", "one-call",
+          "one-call-val", "estimator-val", "candidate-val", *CONFIDENCE_GROUPS, "paper-table", "missing-curve",
+          "reliability-plot", "symmetry", "compute-val", "compute-test", "gpu-record", "transfer", "throughput",
+          "loader", "loader-quickstart", "loader-mmnist", "pace-mmnist"]
 
 
 def sh(cmd):
@@ -183,12 +181,12 @@ def scored(group, key, cmd):
     save_result(key, {"group": group, "command": shown(cmd), "train_minutes": 0.0, "metrics": m})
 
 
-def sweep(group, ckpt, variants, out_root, puzzles=TEST_PUZZLES):
-    """Score one checkpoint with several sample.py settings on the same puzzles (seed 1; test unless --split)."""
+def sweep(group, ckpt, variants, out_root, puzzles=TEST_PUZZLES, seed=1):
+    """Score one checkpoint with several sample.py settings on the same puzzles (of `seed`; test unless --split)."""
     for name, flags in variants.items():
         out = os.path.join(out_root, re.sub(r"[^\w.-]+", "-", f"{group}-{name}").strip("-"))   # no spaces, quotes
-        scored(group, f"{group} {name}", ["sample.py", "--ckpt", ckpt, "--num-puzzles", str(puzzles), "--seed", "1",
-                                          *flags, "--out", out])
+        scored(group, f"{group} {name}", ["sample.py", "--ckpt", ckpt, "--num-puzzles", str(puzzles), "--seed",
+                                          str(seed), *flags, "--out", out])
 
 
 def ensembles(settings, out_root):
@@ -344,15 +342,16 @@ def main(args):
             if not done:
                 sys.exit(f"error: candidate-val found no finished run of {CANDIDATES} under {args.out}; train one with "
                          "`python -m bench RECIPE` (or continue it with --resume) first")
-            variants = {v: f for v, f in CANDIDATE_VAL.items() if v in (args.estimator or CANDIDATE_VAL)}
-            more = f" ({args.clips} clips)" if args.clips else ""
+            chosen = {v: f for v, f in CANDIDATE_VAL.items() if v in (args.estimator or CANDIDATE_VAL)}
+            more = f" ({args.clips} clips" + (f", seed {args.seed})" if args.seed != 1 else ")") if args.clips else ""
             for recipe in done:
                 sweep("candidate-val", os.path.join(args.out, recipe, "ckpt.pt"),
-                      {f"{recipe} {v}{more}": f for v, f in variants.items()}, args.out, args.clips or TEST_PUZZLES)
+                      {f"{recipe} {v}{more}": f for v, f in chosen.items()}, args.out, args.clips or TEST_PUZZLES,
+                      args.seed)
                 ship = max((s for s in SHIPPED if recipe.startswith(s)), key=len, default=None)
                 if args.clips and ship:                 # beside the shipped model it would replace, on the same clips
-                    sweep("candidate-val", SHIPPED[ship],
-                          {f"{ship} (shipped) {v}{more}": f for v, f in variants.items()}, args.out, args.clips)
+                    sweep("candidate-val", SHIPPED[ship], {f"{ship} (shipped) {v}{more}": f for v, f in chosen.items()},
+                          args.out, args.clips, args.seed)
         elif name == "transfer":
             sweep("transfer", "checkpoints/image-photos-3x3-gap.pt", TRANSFER, args.out)
         elif name == "throughput":
@@ -384,6 +383,8 @@ if __name__ == "__main__":
                         "checkpoints/); candidate-val: only these candidate recipes")
     p.add_argument("--clips", type=positive, help="candidate-val: score on this many val clips (default 200), each "
                                              "candidate beside the shipped model of its name")
+    p.add_argument("--seed", type=int, default=1, help="candidate-val with --clips: the val clips' seed (default 1; "
+                   "another seed gives clips that judged no earlier candidate)")
     p.add_argument("--estimator", nargs="+", choices=CANDIDATE_VAL,
                    help="candidate-val: only these estimators (default: all)")
     p.add_argument("--export", nargs=2, metavar=("SRC", "DST"), help="write SRC's EMA weights as a shippable DST")

@@ -148,7 +148,8 @@ def test_hand_run_rows_print_their_commands_short():
 
 def test_candidate_val_scores_more_clips_beside_the_shipped_model(monkeypatch, tmp_path):
     """`candidate-val --clips N --estimator E`: the candidate and the shipped model of its name, on the same N val
-    clips, with E only; without --clips, the candidate alone on 200 clips with every estimator."""
+    clips, with E only (of --seed: its own rows); without --clips, the candidate alone on 200 clips with every
+    estimator."""
     import argparse
 
     import bench.__main__ as bench_main
@@ -157,7 +158,7 @@ def test_candidate_val_scores_more_clips_beside_the_shipped_model(monkeypatch, t
     monkeypatch.setattr(bench_main, "scored", lambda group, key, command: calls.append((key, command)))
     monkeypatch.setattr(bench_main, "render", lambda: None)
     args = argparse.Namespace(export=None, list=False, names=["candidate-val"], only=None, out=str(tmp_path),
-                              clips=1000, estimator=["ddpm-50 x4"])
+                              clips=1000, estimator=["ddpm-50 x4"], seed=1)
     bench_main.main(args)
     assert [key for key, _ in calls] == [
         "candidate-val video-mmnist-10x2-batch32-lr5e-4-18k ddpm-50 x4 (1000 clips)",
@@ -166,6 +167,12 @@ def test_candidate_val_scores_more_clips_beside_the_shipped_model(monkeypatch, t
         assert command[command.index("--num-puzzles") + 1] == "1000" and command.count("--num-puzzles") == 1
         assert command[command.index("--samples") + 1] == "4" and "val" in command
     assert calls[1][1][calls[1][1].index("--ckpt") + 1] == "checkpoints/video-mmnist-10x2.pt"
+    calls.clear()
+    bench_main.main(argparse.Namespace(**{**vars(args), "seed": 2}))      # fresh clips: the seed in the rows and runs
+    assert [key for key, _ in calls] == [
+        "candidate-val video-mmnist-10x2-batch32-lr5e-4-18k ddpm-50 x4 (1000 clips, seed 2)",
+        "candidate-val video-mmnist-10x2 (shipped) ddpm-50 x4 (1000 clips, seed 2)"]
+    assert all(c[c.index("--seed") + 1] == "2" and "seed-2" in c[-1] for _, c in calls)
     calls.clear()
     bench_main.main(argparse.Namespace(**{**vars(args), "clips": None, "estimator": None}))
     assert len(calls) == 3 and all(c[c.index("--num-puzzles") + 1] == "200" for _, c in calls)
