@@ -171,7 +171,7 @@ RECIPES = {
         "--max-steps", "12000", "--workers", "0"], [[]]),
     # issue 38: that recipe for 20000 steps, begun after its 1000 test clips missed the issue's 0.005 (the 10 x 2
     # gained from a longer cosine: 16000 -> 18000); 121.5 logged minutes (one run, no resume, on a machine that ran
-    # 20 x 1 at about 2.5 steps/s); chosen on 1000 val clips (candidate-val), then shipped as video-mmnist-20x1
+    # 20 x 1 at about 2.5 steps/s); chosen on 1000 val clips (candidate-val), shipped, then replaced by ...-24k-head6
     "video-mmnist-20x1-batch32-lr5e-4-cur4k-20k": ("train_video.py", with_flag(with_flag(MMNIST, "--lr", "5e-4"),
                                                                                "--eval-every", "2000") + [
         "--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3", "4000", "--batch-size", "32",
@@ -260,7 +260,7 @@ RECIPES = {
 RECIPES["video-mmnist-20x1-batch32-lr5e-4-cur4k-20k-head6"] = (
     "train_video.py", RECIPES["video-mmnist-20x1-batch32-lr5e-4-cur4k-20k"][1] + ["--model", "tiny-head6"],
     [["--split", "val"]])
-# the same head, 24000 steps (146.8 logged min): lower on val, short of its pre-set x4 rule (bench/README.md)
+# the same head, 24000 steps (146.8 logged min): shipped as video-mmnist-20x1 on fresh val clips (bench/README.md)
 RECIPES["video-mmnist-20x1-batch32-lr5e-4-cur4k-24k-head6"] = (
     "train_video.py", with_flag(RECIPES["video-mmnist-20x1-batch32-lr5e-4-cur4k-20k-head6"][1], "--max-steps", "24000"),
     [["--split", "val"]])
@@ -286,7 +286,7 @@ VIDEO_BASELINES += [("movingmnist", MNIST, p, f, 32) for p, f in [(5, 4), (10, 2
 
 # the shipped checkpoints: `python -m bench --export` of their recipes' EMA weights (image-shapes-3x3: image-3x3,
 # video-digits-5x4: video-5x4, video-mmnist-10x2: video-mmnist-10x2-batch32-lr5e-4-18k, video-mmnist-5x4:
-# video-mmnist-5x4-batch32-lr5e-4, video-mmnist-20x1: video-mmnist-20x1-batch32-lr5e-4-cur4k-20k;
+# video-mmnist-5x4-batch32-lr5e-4, video-mmnist-20x1: video-mmnist-20x1-batch32-lr5e-4-cur4k-24k-head6;
 # the photo models: image-photos-3x3 and image-photos-3x3-gap-ft), so their recipe rows can be scored again without
 # training
 SHIPPED = {name: f"checkpoints/{name}.pt" for name in ("image-shapes-3x3", "video-digits-5x4", "video-mmnist-10x2",
