@@ -378,22 +378,22 @@ if __name__ == "__main__":
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("names", nargs="*", help="recipes or groups to run (see --list)")
     p.add_argument("--list", action="store_true", help="list the benchmark names")
-    p.add_argument("--only", nargs="+", metavar="CKPT", choices=[*SHIPPED, *CANDIDATES],
-                   help="the confidence groups and paper-table: only these shipped checkpoints (names as in "
-                        "checkpoints/); candidate-val: only these candidate recipes")
+    p.add_argument("--only", nargs="+", metavar="CKPT", choices=[*SHIPPED, *CANDIDATES], help="the confidence groups "
+                   "and paper-table: only these shipped checkpoints (as in checkpoints/); candidate-val: these recipes")
     p.add_argument("--clips", type=positive, help="candidate-val: score on this many val clips (default 200), each "
-                                             "candidate beside the shipped model of its name")
-    p.add_argument("--seed", type=int, default=1, help="candidate-val with --clips: the val clips' seed (default 1; "
-                   "another seed gives clips that judged no earlier candidate)")
-    p.add_argument("--estimator", nargs="+", choices=CANDIDATE_VAL,
-                   help="candidate-val: only these estimators (default: all)")
+                   "candidate beside the shipped model of its name")
+    p.add_argument("--seed", type=positive, default=1, help="candidate-val with --clips: the val clips' seed (default "
+                   "1; other seeds give other clips, rows of their own; seeds used so far: bench/README.md)")
+    p.add_argument("--estimator", nargs="+", choices=CANDIDATE_VAL, help="candidate-val: only these estimators")
     p.add_argument("--export", nargs=2, metavar=("SRC", "DST"), help="write SRC's EMA weights as a shippable DST")
     p.add_argument("--out", default="runs/bench", help="folder for the runs' checkpoints and samples")
-    p.add_argument("--score-only", action="store_true",
-                   help="recipes: score the checkpoint an earlier run left in --out again (after a change of the "
-                        "evaluation) instead of training; the row keeps the recorded training minutes")
+    p.add_argument("--score-only", action="store_true", help="recipes: score the checkpoint an earlier run left in "
+                   "--out again (after an evaluation change) instead of training; the row keeps its training minutes")
     p.add_argument("--resume", action="store_true",
                    help="recipes: continue the run an earlier session left in --out (its ckpt.pt) to the recipe's "
                         "--max-steps; the row's training minutes are summed from its log.txt over every session")
     p.add_argument("--device", default="cpu", help="device of the throughput rows: cpu, cuda or cuda:N")
-    main(p.parse_args())
+    args = p.parse_args()
+    if args.seed != 1 and (args.names != ["candidate-val"] or not args.clips):
+        p.error("--seed: only `candidate-val --clips N` reads it; run that on its own")
+    main(args)

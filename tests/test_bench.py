@@ -177,3 +177,14 @@ def test_candidate_val_scores_more_clips_beside_the_shipped_model(monkeypatch, t
     bench_main.main(argparse.Namespace(**{**vars(args), "clips": None, "estimator": None}))
     assert len(calls) == 3 and all(c[c.index("--num-puzzles") + 1] == "200" for _, c in calls)
     assert not any("(shipped)" in key for key, _ in calls)
+
+
+def test_seed_is_refused_where_no_row_would_carry_it():
+    """`--seed` names the rows of `candidate-val --clips N` only: anywhere else it would be ignored, or would
+    overwrite seed 1's rows, so it stops before anything runs."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for argv in (["paper-table", "--seed", "2"], ["candidate-val", "--seed", "2"]):
+        done = subprocess.run([sys.executable, "-m", "bench", *argv], cwd=root, capture_output=True, text=True)
+        assert done.returncode == 2 and "--seed: only `candidate-val --clips N` reads it" in done.stderr
