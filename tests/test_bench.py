@@ -185,6 +185,10 @@ def test_seed_is_refused_where_no_row_would_carry_it():
     import subprocess
     import sys
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    def bench(*argv):           # --list: should the guard fail, nothing is scored
+        return subprocess.run([sys.executable, "-m", "bench", *argv, "--list"], cwd=root, capture_output=True,
+                              text=True, timeout=120)
     for argv in (["paper-table", "--seed", "2"], ["candidate-val", "--seed", "2"]):
-        done = subprocess.run([sys.executable, "-m", "bench", *argv], cwd=root, capture_output=True, text=True)
+        done = bench(*argv)
         assert done.returncode == 2 and "--seed: only `candidate-val --clips N` reads it" in done.stderr
+    assert bench("candidate-val", "--clips", "5", "--seed", "2").returncode == 0
