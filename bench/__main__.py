@@ -276,6 +276,8 @@ def export(src, dst):
 
 
 def main(args):
+    if args.seed != 1 and (args.names != ["candidate-val"] or not args.clips):
+        sys.exit("error: --seed: only `candidate-val --clips N` reads it; run that on its own")
     if args.export:
         return export(*args.export)
     if args.list:
@@ -393,7 +395,4 @@ if __name__ == "__main__":
                    help="recipes: continue the run an earlier session left in --out (its ckpt.pt) to the recipe's "
                         "--max-steps; the row's training minutes are summed from its log.txt over every session")
     p.add_argument("--device", default="cpu", help="device of the throughput rows: cpu, cuda or cuda:N")
-    args = p.parse_args()
-    if args.seed != 1 and (args.names != ["candidate-val"] or not args.clips):
-        p.error("--seed: only `candidate-val --clips N` reads it; run that on its own")
-    main(args)
+    main(p.parse_args())

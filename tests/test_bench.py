@@ -182,13 +182,13 @@ def test_candidate_val_scores_more_clips_beside_the_shipped_model(monkeypatch, t
 def test_seed_is_refused_where_no_row_would_carry_it():
     """`--seed` names the rows of `candidate-val --clips N` only: anywhere else it would be ignored, or would
     overwrite seed 1's rows, so it stops before anything runs."""
-    import subprocess
-    import sys
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    def bench(*argv):           # --list: should the guard fail, nothing is scored
-        return subprocess.run([sys.executable, "-m", "bench", *argv, "--list"], cwd=root, capture_output=True,
-                              text=True, timeout=120)
-    for argv in (["paper-table", "--seed", "2"], ["candidate-val", "--seed", "2"]):
-        done = bench(*argv)
-        assert done.returncode == 2 and "--seed: only `candidate-val --clips N` reads it" in done.stderr
-    assert bench("candidate-val", "--clips", "5", "--seed", "2").returncode == 0
+    import argparse
+
+    import bench.__main__ as bench_main
+    def bench(names, clips=None):       # --list: should the guard fail, nothing is scored
+        return bench_main.main(argparse.Namespace(export=None, list=True, names=names, only=None, out="runs/bench",
+                                                  clips=clips, estimator=None, seed=2))
+    for names in (["paper-table"], ["candidate-val"]):
+        with pytest.raises(SystemExit, match="--seed: only `candidate-val --clips N` reads it"):
+            bench(names)
+    assert bench(["candidate-val"], clips=5) is None
