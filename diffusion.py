@@ -8,8 +8,9 @@ content of missing pieces. Unmasked entries are given and stay clean at every st
 q(L_t, E^m_t | L_0, E^m_0, E^g) and p(L_{t-1}, E^m_{t-1} | L_t, E^m_t, E^g).
 
 - Forward process: linear betas (1e-4 .. 0.02), T = 1000;  q_sample(x0, t) = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps.
-- The network predicts either eps (the paper) or x0 (`prediction="x0"`, which learns much faster on CPU; see
-  bench/BENCHMARKS.md). The loss is a weighted sum of per-part MSEs over generated entries only.
+- The network predicts either eps, the noise (the paper), or x0, the clean target. Both are the same MSE up to a
+  weight over t: an eps error is an x0 error times sqrt(SNR(t)), SNR = abar / (1 - abar). The loss is a weighted sum
+  of per-part MSEs over generated entries only.
 - Sampling: ancestral DDPM (`p_sample`) or deterministic DDIM (`ddim_sample`, eta = 0), over all T steps or a
   respaced subset (`timesteps`), re-imposing the given entries after every step.
 
@@ -47,7 +48,7 @@ def expand_mask(mask, x):
 class GaussianDiffusion:
     """DDPM tables and the forward/reverse processes over a dict of parts."""
 
-    def __init__(self, num_steps=1000, prediction="eps"):
+    def __init__(self, num_steps, prediction):
         if prediction not in PREDICTIONS:
             raise ValueError(f"prediction must be one of {sorted(PREDICTIONS)}, got {prediction!r}")
         self.num_steps = num_steps
@@ -80,17 +81,24 @@ class GaussianDiffusion:
     # Training
     # ------------------------------------------------------------------
 
-    def training_losses(self, model_fn, x0, masks, weights=None, t=None):
+    def draw(self, x0, t=None, noise=None):
+        """The random draws of a training batch, those not passed: t (B,) uniform over 0 .. T-1, then the noise of
+        every part. Returns (t, noise)."""
+        v = next(iter(x0.values()))
+        if t is None:
+            t = torch.randint(0, self.num_steps, (v.shape[0],), device=v.device)
+        if noise is None:
+            noise = {k: torch.randn_like(x) for k, x in x0.items()}
+        return t, noise
+
+    def training_losses(self, model_fn, x0, masks, weights=None, t=None, noise=None):
         """
         Weighted MSE over generated entries. x0: {name: clean tensor (B, ...)}; masks: {name: (B, N) bool or
         None for all}; weights: {name: float} (default 1). model_fn(xt_dict, t) -> {name: prediction}.
-        Returns {"loss": scalar, name: per-part scalar}.
+        t (B,) and noise {name: tensor}: the draws (default: drawn here, as `draw`). Returns {"loss": scalar, name:
+        per-part scalar}.
         """
-        b = next(iter(x0.values())).shape[0]
-        device = next(iter(x0.values())).device
-        if t is None:
-            t = torch.randint(0, self.num_steps, (b,), device=device)
-        noise = {k: torch.randn_like(v) for k, v in x0.items()}
+        t, noise = self.draw(x0, t, noise)
         out = model_fn(self.noise_parts(x0, masks, t, noise), t)
         target = x0 if self.prediction == "x0" else noise
         losses, total = {}, 0.0

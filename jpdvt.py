@@ -105,12 +105,18 @@ def model_fn(model, missing, given):
 # Training objective
 # ----------------------------------------------------------------------------
 
-def puzzle_loss(model, diffusion, batch, table, given, weights, t=None):
+def clean_parts(batch, table):
+    """The clean diffusion state x0 of a batch: the true code of every piece (B, N, D) and the content (B, N, ...)."""
+    return {"code": table[batch["true_pos"]], "content": batch["content"]}
+
+
+def puzzle_loss(model, diffusion, batch, table, given, weights, t=None, noise=None):
     """Diffusion loss of one batch; table (num_positions, D) holds the true code of every position; given (B, N): the
-    pieces whose code is told (given_codes); t: (B,) long diffusion steps (default: one at random per puzzle)."""
-    x0 = {"code": table[batch["true_pos"]], "content": batch["content"]}  # (B, N, D), (B, N, ...): clean x0
+    pieces whose code is told (given_codes); t: (B,) long diffusion steps and noise {"code", "content"}: the draws
+    (default: drawn here, diffusion.draw)."""
     masks = {"code": ~given, "content": batch["missing"]}                        # what is generated
-    return diffusion.training_losses(model_fn(model, batch["missing"], given), x0, masks, weights=weights, t=t)
+    return diffusion.training_losses(model_fn(model, batch["missing"], given), clean_parts(batch, table), masks,
+                                     weights=weights, t=t, noise=noise)
 
 
 # ----------------------------------------------------------------------------

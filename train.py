@@ -18,6 +18,7 @@ the loop: DDP nanoGPT style (on when torchrun sets RANK; rank 0 writes), --resum
     train(config, train_set, eval_batch)      # config: puzzle, model, train, prediction, run (plumbing Config)
     python train_image.py / python train_video.py     # the scripts that build config, train_set and eval_batch
 """
+import contextlib
 import copy
 import math
 import os
@@ -30,8 +31,8 @@ from tqdm import tqdm
 
 import jpdvt
 from diffusion import GaussianDiffusion
-from jpdvt import SampleOptions, given_codes, puzzle_loss, solve
-from plumbing.checkpoint import load_checkpoint, save_checkpoint, training_files
+from jpdvt import SampleOptions, clean_parts, given_codes, puzzle_loss, solve
+from plumbing.checkpoint import FORMAT, load_checkpoint, save_checkpoint, training_files
 from plumbing.cli import UserError, autocast, resolve_device
 from puzzles import to_device
 
@@ -58,6 +59,8 @@ class TrainConfig:
     eval_every: int = 500                    # held-out check every N steps (0: only at the end)
     eval_puzzles: int = 64                   # puzzles of the held-out check
     eval_steps: int = 20                     # DDIM steps of the held-out check
+    accum: int = 1                           # micro-batches per process and step (gradient accumulation): each
+                                             # process runs batch_size / (W * accum) puzzles at a time
 
 
 # ----------------------------------------------------------------------------
@@ -85,21 +88,33 @@ def train(config, train_set, eval_batch, ckpt=None, encode=None, notes=()):
     data = training_files(train_set, config.puzzle, before, resuming=ckpt is not None)
     eval_batch = encode(to_device(eval_batch, device))
     log = Log(run.out, (rank, world), step=step, every=run.log_every, max_steps=tc.max_steps)
+    micro = tc.batch_size // (world * tc.accum)
     for line in [*notes, f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {world} process(es) "
-                 f"on {device}{f', {threads} thread(s) each' if threads else ''} ({tc.batch_size // world} puzzles "
-                 f"each a step), step {step} -> {tc.max_steps}"]:
+                 f"on {device}{f', {threads} thread(s) each' if threads else ''}; global batch {tc.batch_size} = "
+                 f"{world} process(es) x {tc.accum} micro-batch(es) x {micro} puzzles; step {step} -> {tc.max_steps}"]:
         log.write(line)
-    for batch in batches(train_set, tc, step, ranks=(rank, world), workers=run.workers, pin=device.type == "cuda"):
+    loader = log.timed(batches(train_set, tc, step, ranks=(rank, world), workers=run.workers,
+                               pin=device.type == "cuda"))
+    for batch in loader:
         torch.manual_seed(tc.seed * 1_000_003 + step * world + rank)   # noise of this step: exact on resume
         batch = encode(to_device(batch, device))
         lr = learning_rate(tc, step)
         for group in opt.param_groups:
             group["lr"] = lr
-        with autocast(device, tc.precision):
-            given = given_codes(batch, kind.anchored)              # the anchor's code is told, never generated
-            losses = puzzle_loss(net, diffusion, batch, table=table, given=given, weights=weights)
+        given = given_codes(batch, kind.anchored)                  # the anchor's code is told, never generated
+        draws = diffusion.draw(clean_parts(batch, table))          # t and noise of the whole batch, then split
         opt.zero_grad(set_to_none=True)
-        scaler.scale(losses["loss"]).backward()
+        micro = micro_batches(batch, given, draws, tc.accum)
+        losses = {}
+        for i, (part, share) in enumerate(micro):
+            with no_sync(net, last=i == len(micro) - 1), autocast(device, tc.precision):
+                out = puzzle_loss(net, diffusion, part["batch"], table=table, given=part["given"], weights=weights,
+                                  t=part["t"], noise=part["noise"])
+                shares = {k: out[k] * share[k] for k in share}   # this micro-batch's part of each batch mean
+                loss = sum(weights[k] * v for k, v in shares.items())
+            scaler.scale(loss).backward()
+            for k, v in {"loss": loss, **shares}.items():
+                losses[k] = losses.get(k, 0) + v.detach()
         scaler.unscale_(opt)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         scaler.step(opt)                              # optimizer.step(), through the fp16 scaler
@@ -122,8 +137,7 @@ def train(config, train_set, eval_batch, ckpt=None, encode=None, notes=()):
         log.write(f"final step {step} {line}")
         print(f"held-out ({len(eval_batch['true_pos'])} val puzzles, DDIM-{tc.eval_steps}): "
               + ", ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
-        save_checkpoint(log.ckpt, state(config, model, ema, opt=opt, scaler=scaler, step=step, data=data))
-    log.close(world)
+    log.close(world)                                   # the last step's checkpoint was written in the loop
 
 
 def build(config, device, ckpt):
@@ -153,7 +167,7 @@ def held_out_check(ema, diffusion, batch, config, device):
 def state(config, model, ema, opt, scaler, step, data):
     """What ckpt.pt holds: plain types and tensors only; data: the training files' record
     (sources.files.fingerprint)."""
-    return {"config": config.to_dict(), "model": model.state_dict(), "ema": ema.state_dict(),
+    return {"format": FORMAT, "config": config.to_dict(), "model": model.state_dict(), "ema": ema.state_dict(),
             "opt": opt.state_dict(), "scaler": scaler.state_dict(), "step": step, "data": data}
 
 
@@ -180,9 +194,9 @@ def learning_rate(tc, step):
 
 def check_processes(tc, world, device):
     """Refuse, in one sentence, a global batch that does not split over the processes and fp16 off CUDA."""
-    if tc.batch_size % world:
-        raise UserError(f"--batch-size {tc.batch_size} is the global batch and must split evenly over the {world} "
-                        f"processes; use a multiple of {world}")
+    if tc.batch_size % (world * tc.accum):
+        raise UserError(f"--batch-size {tc.batch_size} is the global batch and must split evenly into {world} "
+                        f"process(es) x --accum {tc.accum} micro-batches; use a multiple of {world * tc.accum}")
     if tc.precision == "fp16" and device.type != "cuda":
         raise UserError("--precision fp16 needs a CUDA device (its gradient scaler is CUDA only); use fp32 or bf16")
 
@@ -285,6 +299,30 @@ def batches(train_set, tc, step, ranks, workers, pin):
     return torch.utils.data.DataLoader(train_set, batch_sampler=sampler, num_workers=workers, pin_memory=pin)
 
 
+def micro_batches(batch, given, draws, k):
+    """A process's batch, its anchor mask and its draws (t, noise) split into k micro-batches along the puzzle axis:
+    [({"batch", "given", "t", "noise"}, share)], share[part] = the micro-batch's fraction of the batch's generated
+    entries of that part. Each part's loss is a mean over generated entries, so the losses times their shares sum
+    to the whole batch's losses, and the accumulated gradient is the unsplit step's."""
+    t, noise = draws
+    batches_ = [dict(zip(batch, c)) for c in zip(*(v.tensor_split(k) for v in batch.values()))]
+    givens, ts = given.tensor_split(k), t.tensor_split(k)
+    noises = [dict(zip(noise, c)) for c in zip(*(v.tensor_split(k) for v in noise.values()))]
+    counts = {"code": (~given).sum().clamp(min=1), "content": batch["missing"].sum().clamp(min=1)}
+    return [({"batch": b, "given": g, "t": s, "noise": n},
+             {"code": (~g).sum() / counts["code"], "content": b["missing"].sum() / counts["content"]})
+            for b, g, s, n in zip(batches_, givens, ts, noises)]
+
+
+def no_sync(net, last):
+    """DDP's no_sync() before the last micro-batch of a step (gradients are averaged over processes once, at its
+    backward), else nothing."""
+    ddp = getattr(net, "_orig_mod", net)                 # under torch.compile
+    if isinstance(ddp, torch.nn.parallel.DistributedDataParallel) and not last:
+        return ddp.no_sync()
+    return contextlib.nullcontext()
+
+
 class Log:
     """
     tqdm bar (rank 0) and OUT/log.txt: mean losses and steps/s every --log-every steps, held-out checks. Losses are
@@ -302,7 +340,20 @@ class Log:
             if step >= max_steps:
                 print(f"checkpoint is already at step {step} >= --max-steps {max_steps}; nothing to train")
         self.bar = tqdm(total=max_steps, initial=step, disable=not self.master, desc="train", dynamic_ncols=True)
-        self.t0 = time.time()
+        self.t0, self.waited = time.time(), 0.0
+
+    def timed(self, loader):
+        """The loader's batches, adding the time this process waits for each to self.waited: the share of the
+        step time spent waiting for data (on CUDA the host runs ahead of the GPU, so a fed GPU shows about 0%)."""
+        it = iter(loader)
+        while True:
+            start = time.perf_counter()
+            try:
+                batch = next(it)
+            except StopIteration:
+                return
+            self.waited += time.perf_counter() - start
+            yield batch
 
     def write(self, msg, file=True):
         if self.master:
@@ -329,12 +380,14 @@ class Log:
             raise UserError(f"the loss became nan or inf between steps {self.last} and {step} (on "
                             f"{'one of the processes' if self.world > 1 else 'this process'}); the last good "
                             f"checkpoint is {self.ckpt} (try a lower --lr or --precision fp32)")
-        n, rate = step - self.last, (step - self.last) / max(time.time() - self.t0, 1e-9)
+        elapsed = max(time.time() - self.t0, 1e-9)
+        n, rate = step - self.last, (step - self.last) / elapsed
         means = {k: v.item() / n for k, v in self.sums.items()}
         self.bar.set_postfix(loss=f"{means['loss']:.4f}")
         parts = " ".join(f"{k} {v:.4f}" for k, v in means.items() if k != "loss")
-        self.write(f"step {step} loss {means['loss']:.4f} {parts} lr {lr:.2e} steps/s {rate:.2f}")
-        self.sums, self.bad, self.t0, self.last = {}, None, time.time(), step
+        self.write(f"step {step} loss {means['loss']:.4f} {parts} lr {lr:.2e} steps/s {rate:.2f} "
+                   f"data wait {100 * min(self.waited / elapsed, 1):.0f}%")
+        self.sums, self.bad, self.t0, self.last, self.waited = {}, None, time.time(), step, 0.0
 
     def close(self, world):
         """Close log.txt, and end the process group of a multi-process run."""

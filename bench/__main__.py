@@ -78,7 +78,7 @@ from plumbing.cli import positive
 GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemble-readme", "one-call",
           "one-call-val", "estimator-val", "candidate-val", *CONFIDENCE_GROUPS, "paper-table", "missing-curve",
           "reliability-plot", "symmetry", "compute-val", "compute-test", "gpu-record", "transfer", "throughput",
-          "loader", "loader-quickstart", "loader-mmnist", "pace-mmnist"]
+          "loader", "loader-quickstart", "loader-mmnist", "pace-mmnist", "loader-imagenet"]
 
 
 def sh(cmd):
@@ -362,9 +362,10 @@ def main(args):
             for key, metrics in measure(resolve_device(args.device)).items():
                 save_result(key, {"group": "throughput", "train_minutes": 0.0, "metrics": metrics,
                                   "command": shown(["-m", "bench", "throughput", "--device", args.device])})
-        elif name in ("loader", "loader-quickstart", "loader-mmnist", "pace-mmnist"):
-            from bench.loader import measure, mmnist_pace, mmnist_workers, quickstart_pace
+        elif name in ("loader", "loader-quickstart", "loader-mmnist", "pace-mmnist", "loader-imagenet"):
+            from bench.loader import imagenet_pace, measure, mmnist_pace, mmnist_workers, quickstart_pace
             rows = {"loader": lambda: measure(PHOTOS), "loader-quickstart": quickstart_pace,
+                    "loader-imagenet": lambda: imagenet_pace(PHOTOS, args.out),
                     "loader-mmnist": lambda: mmnist_pace(MNIST),
                     "pace-mmnist": lambda: mmnist_workers(MNIST, args.out)}[name]()
             for key, metrics in rows.items():

@@ -66,6 +66,37 @@ def measure(data_dir, images=256):
     return rows
 
 
+def imagenet_sized(photos, dst, count=256, side=500):
+    """An ImageNet-layout folder (train/<class>/*.JPEG, val/<class>/*.JPEG) of `count` training JPEGs the size of a
+    typical ImageNet picture (longer side `side`, quality 90, 4:3 photos about 500 x 375) made from the photos."""
+    files = sorted(os.path.join(photos, "train", f) for f in os.listdir(os.path.join(photos, "train")))
+    for split, n in (("train", count), ("val", 8)):
+        os.makedirs(os.path.join(dst, split, "n00000000"), exist_ok=True)
+        for i in range(n):
+            with Image.open(files[i % len(files)]) as im:
+                im = im.convert("RGB")
+                k = side / max(im.size)
+                im = im.resize((round(im.width * k), round(im.height * k)), Image.BICUBIC)
+                if i >= len(files):
+                    im = im.transpose(Image.FLIP_LEFT_RIGHT)           # a second pass: other pixels, same size
+                im.save(os.path.join(dst, split, "n00000000", f"{i:05d}.JPEG"), quality=90)
+    return dst
+
+
+def imagenet_pace(photos, tmp, images=512):
+    """Rows: training pictures per second of the paper's ImageNet protocol (255 px, 3x3 cells of 85 px, 64 px pieces
+    cropped at random inside them, flips) on ImageNet-sized JPEGs, in the main process and in one worker: the
+    pictures one CPU core makes a second, and so how many cores feed a GPU."""
+    folder = imagenet_sized(photos, os.path.join(tmp, "imagenet-sized"))
+    puzzle = ImageConfig(dataset="imagenet", data_dir=folder, grid=(3, 3), piece_size=64, gap=21)
+    rows = {}
+    for workers in (0, 1):
+        rate = images_per_second(puzzle, workers, images)
+        rows[f"loader imagenet-sized 500px JPEG, paper protocol 3x3 64px gap 21, {workers} workers"] = {
+            "images_per_s": rate, "workers": workers, "cores_for_4500_per_s": 4500 / rate}
+    return rows
+
+
 def quickstart_pace(batches=10, steps=20):
     """Rows: ms per batch of 64 built-in training puzzles in one process (one picture each, and paired), and ms per
     training step of the tiny DiT on such a batch (loss, backward, AdamW; no EMA update; median of `steps`, after 5

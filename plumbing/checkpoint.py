@@ -124,9 +124,13 @@ def training_files(train_set, puzzle, before, resuming):
 
 PUZZLES = {"image": ImageConfig, "video": VideoConfig}
 MODELS = {"image": DiTConfig, "video": UNetConfig}
-# the fields of train.TrainConfig (a test keeps them equal), checked here so that loading needs no training code
+# the fields of train.TrainConfig (a test keeps them equal), checked here so that loading needs no training code;
+# ADDED: the settings added after the first checkpoints, with the default that an older checkpoint loads with
 TRAIN_KEYS = ("batch_size", "lr", "warmup", "schedule", "max_steps", "ema_decay", "weight_code", "weight_content",
-              "precision", "seed", "ckpt_every", "eval_every", "eval_puzzles", "eval_steps")
+              "precision", "seed", "ckpt_every", "eval_every", "eval_puzzles", "eval_steps", "accum")
+ADDED = {"accum": 1}
+# the checkpoint format: 1 had no "format" key; 2 may lack the settings added later (they load with their defaults)
+FORMAT = 2
 
 
 @dataclass
@@ -158,8 +162,9 @@ class Config:
         parts = {"puzzle": PUZZLES[d["kind"]], "model": MODELS[d["kind"]]}
         check_keys(d, {"kind", "prediction", "train", *parts}, "config", path=path)
         typed = {k: typed_part(c, d[k], f"config.{k}", path=path) for k, c in parts.items()}
-        check_keys(d["train"], set(TRAIN_KEYS), "config.train", path=path)
-        return cls(prediction=d["prediction"], train=dict(d["train"]), **typed)
+        train = {**ADDED, **d["train"]} if isinstance(d["train"], dict) else d["train"]
+        check_keys(train, set(TRAIN_KEYS), "config.train", path=path)
+        return cls(prediction=d["prediction"], train=train, **typed)
 
 
 def check_keys(d, want, where, path):
@@ -172,6 +177,10 @@ def check_keys(d, want, where, path):
 
 
 def typed_part(cls, d, where, path):
-    """cls(**d), lists back to tuples, after checking that d's keys are cls's fields."""
-    check_keys(d, {f.name for f in fields(cls)}, where, path=path)
+    """cls(**d), lists back to tuples, after checking that d's keys are cls's fields; a field the checkpoint lacks (a
+    setting added after it was written) takes its default."""
+    have = {f.name for f in fields(cls)}
+    if isinstance(d, dict):
+        d = {**{k: v for k, v in asdict(cls()).items() if k not in d}, **d} if set(d) <= have else d
+    check_keys(d, have, where, path=path)
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})

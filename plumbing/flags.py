@@ -30,7 +30,8 @@ from train import SCHEDULES, TrainConfig, learning_rate
 # The stream stays the same: --data-dir and --vae may only name where the same files moved
 # (plumbing.checkpoint.training_files refuses a folder whose training files, or autoencoder files, differ);
 # --precision changes the arithmetic, not the stream
-RESUMABLE = ("max_steps", "ckpt_every", "eval_every", "eval_puzzles", "eval_steps", "precision", "data_dir", "vae")
+RESUMABLE = ("max_steps", "ckpt_every", "eval_every", "eval_puzzles", "eval_steps", "precision", "data_dir", "vae",
+             "accum")
 FIXED = ("model", "patch_size", "epochs", "curriculum", "paper")    # flags that shape a fresh run only: refused
 
 
@@ -122,6 +123,9 @@ def add_train_flags(p, defaults):
                    help="network target: x0 (default: learns faster, see bench/BENCHMARKS.md) or eps (paper)")
     p.add_argument("--batch-size", type=positive, help=f"puzzles per step, over all processes: with torchrun each of "
                                                        f"W processes takes B / W (default {d.batch_size})")
+    p.add_argument("--accum", type=positive,
+                   help=f"gradient accumulation: split each process's share of --batch-size into K micro-batches, "
+                        f"so the global batch fits in less memory (the same update; default {d.accum})")
     p.add_argument("--lr", type=positive_float, help=f"AdamW learning rate (default {d.lr}; paper: 1e-4)")
     p.add_argument("--warmup", type=int, help=f"linear learning-rate warmup steps, 0 = none (default {d.warmup})")
     p.add_argument("--schedule", choices=SCHEDULES, help=f"learning-rate schedule (default {d.schedule})")

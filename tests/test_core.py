@@ -38,7 +38,7 @@ def test_encode_2d_halves_and_tables():
 
 def test_linear_schedule_and_extract():
     b = linear_betas()
-    d = GaussianDiffusion(1000)
+    d = GaussianDiffusion(1000, "x0")
     assert torch.equal(d.betas, b) and b.shape == (1000,)
     assert d.alphas_cumprod[0].item() == pytest.approx(1 - 1e-4)
     assert d.alphas_cumprod[-1].item() == pytest.approx(np.prod(1 - np.linspace(1e-4, 0.02, 1000)), rel=1e-9)
@@ -47,7 +47,7 @@ def test_linear_schedule_and_extract():
 
 
 def test_q_sample_statistics():
-    d = GaussianDiffusion(1000)
+    d = GaussianDiffusion(1000, "x0")
     torch.manual_seed(0)
     x0 = torch.full((20000, 4), 0.5)
     for step in [10, 500, 999]:
@@ -91,7 +91,7 @@ def test_samplers_recover_target_with_oracle(prediction, sampler, steps):
 
 
 def test_timesteps_one_call_starts_at_pure_noise():
-    d = GaussianDiffusion(1000)
+    d = GaussianDiffusion(1000, "x0")
     assert d.timesteps(1) == [999]                  # one call at t = T - 1, never t = 0 on pure noise
     assert d.timesteps(2) == [999, 0]
     assert d.timesteps(5000) == list(range(999, -1, -1))

@@ -175,7 +175,7 @@ def test_training_steps_lower_loss():
 
 def test_checkpoint_contents(image_ckpt):
     ck = torch.load(image_ckpt, weights_only=True)                   # plain types and tensors only
-    assert set(ck) == {"config", "model", "ema", "opt", "scaler", "step", "data"} and ck["step"] == 8
+    assert set(ck) == {"format", "config", "model", "ema", "opt", "scaler", "step", "data"} and ck["step"] == 8
     assert ck["data"] is None                                           # built-in shapes: no files to record
     assert set(ck["config"]) == {"kind", "prediction", "puzzle", "model", "train"}
     config = load_checkpoint(image_ckpt, "image")["config"]
@@ -271,7 +271,8 @@ def test_torchrun_two_cpu_processes(tmp_path):
                "train_image.py", *TINY_IMAGE, "--max-steps", "2", "--eval-every", "0", "--out", tmp_path,
                "--device", "cpu")
     # --batch-size 4 is the global batch; one thread each (OMP_NUM_THREADS=1, as torchrun sets for 2 processes)
-    assert "2 process(es) on cpu, 1 thread(s) each (2 puzzles each a step)" in proc.stdout
+    assert "2 process(es) on cpu, 1 thread(s) each; global batch 4 = 2 process(es) x 1 micro-batch(es) x 2 puzzles" \
+        in proc.stdout
     assert torch.load(tmp_path / "ckpt.pt", weights_only=True)["step"] == 2
 
 

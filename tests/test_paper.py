@@ -210,11 +210,12 @@ def test_resume_longer_is_logged_and_a_changed_flag_is_refused(tmp_path):
 
 
 def test_check_processes_refuses_a_batch_that_does_not_split():
-    tc = SimpleNamespace(batch_size=3, precision="fp32")
-    message = "--batch-size 3 is the global batch and must split evenly over the 2 processes; use a multiple of 2"
+    tc = SimpleNamespace(batch_size=3, precision="fp32", accum=1)
+    message = ("--batch-size 3 is the global batch and must split evenly into 2 process(es) x --accum 1 "
+               "micro-batches; use a multiple of 2")
     with pytest.raises(UserError, match=re.escape(message)):
         check_processes(tc, 2, torch.device("cpu"))
-    check_processes(SimpleNamespace(batch_size=4, precision="fp32"), 2, torch.device("cpu"))
+    check_processes(SimpleNamespace(batch_size=4, precision="fp32", accum=1), 2, torch.device("cpu"))
 
 
 def test_each_torchrun_process_refuses_a_batch_that_does_not_split(tmp_path, monkeypatch, capsys):
@@ -232,7 +233,8 @@ def test_each_torchrun_process_refuses_a_batch_that_does_not_split(tmp_path, mon
                                                 "--out", str(tmp_path)])
     with pytest.raises(SystemExit) as stop:
         cli.run_cli(train_image.main, args)
-    message = "--batch-size 3 is the global batch and must split evenly over the 2 processes; use a multiple of 2"
+    message = ("--batch-size 3 is the global batch and must split evenly into 2 process(es) x --accum 1 "
+               "micro-batches; use a multiple of 2")
     assert stop.value.code == 2 and left == [True]
     assert capsys.readouterr().err.strip().splitlines() == [f"error: {message}"]
     assert not os.path.exists(tmp_path / "ckpt.pt")

@@ -233,7 +233,7 @@ def test_solve_assigns_on_the_mean_distance_of_several_samples():
 
 def test_training_run_writes_checkpoint_and_log(video_ckpt):
     ck = torch.load(video_ckpt, weights_only=True)
-    assert set(ck) == {"config", "model", "ema", "opt", "scaler", "step", "data"} and ck["step"] == 4
+    assert set(ck) == {"format", "config", "model", "ema", "opt", "scaler", "step", "data"} and ck["step"] == 4
     config = load_checkpoint(video_ckpt, "video")["config"]
     assert config.puzzle == VideoConfig(pieces=3, frames_per_piece=2, size=16, missing=1)
     assert jpdvt.kind_of(config).anchored and config.model.in_channels == 1 and config.model.frames_per_piece == 2

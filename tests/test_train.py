@@ -1,0 +1,102 @@
+"""The training loop's machinery: gradient accumulation, the checkpoint format, the log."""
+import sys
+
+import pytest
+import torch
+from conftest import TINY_IMAGE, run, train_image_run
+
+from plumbing.checkpoint import Config, load_checkpoint
+
+
+def weights_after(tmp_path, name, *flags):
+    out = tmp_path / name
+    train_image_run(*TINY_IMAGE, "--batch-size", "8", "--anchor", "--missing", "2", "--max-steps", "2",
+                    "--eval-every", "0", "--precision", "fp32", "--out", out, *flags)
+    return torch.load(out / "ckpt.pt", weights_only=True), (out / "log.txt").read_text()
+
+
+def test_accumulation_is_the_unsplit_step(tmp_path):
+    """--accum K splits each step into K micro-batches with the same draws: the same update to float tolerance, with
+    an anchor and a varying number of missing pieces (each part's loss is a mean over its generated entries)."""
+    one, log1 = weights_after(tmp_path, "k1")
+    for k in ("2", "4"):
+        split, log = weights_after(tmp_path, "k" + k, "--accum", k)
+        for name, w in one["model"].items():
+            # AdamW divides by the gradient's running RMS, so a weight whose gradient is near 0 moves by up to lr
+            # on a rounding difference: compared to 1% of one step (lr 2e-3); the gradients are checked below
+            torch.testing.assert_close(split["model"][name], w, rtol=1e-4, atol=2e-5)
+        assert f"global batch 8 = 1 process(es) x {k} micro-batch(es) x {8 // int(k)} puzzles" in log
+    assert "global batch 8 = 1 process(es) x 1 micro-batch(es) x 8 puzzles" in log1
+
+
+def test_micro_batch_gradients_sum_to_the_batch_gradient():
+    """The micro-batch losses times their shares give the unsplit batch's gradient (anchor, 0-2 missing pieces)."""
+    from diffusion import GaussianDiffusion
+    from dit import DiT, DiTConfig
+    from jpdvt import clean_parts, given_codes, puzzle_loss
+    from posenc import grid_table
+    from puzzles import ImageConfig, ImagePuzzles, collate
+    from train import micro_batches
+    torch.manual_seed(0)
+    puzzles = ImagePuzzles(ImageConfig(grid=(2, 2), piece_size=8, missing=2, anchor=True), "train", 0)
+    batch, table = collate([puzzles[i] for i in range(8)]), grid_table(2, 2)
+    assert len(set(batch["missing"].sum(1).tolist())) > 1                 # a varying number missing
+    model, diffusion = DiT(DiTConfig(piece_size=8, patch_size=4)), GaussianDiffusion(1000, "x0")
+    for p in model.parameters():                                            # adaLN-Zero starts at zero gradients
+        torch.nn.init.normal_(p, std=0.05)
+    given, weights = given_codes(batch, True), {"code": 1.0, "content": 0.1}
+    draws = diffusion.draw(clean_parts(batch, table))
+
+    def grads(k):
+        model.zero_grad()
+        for part, share in micro_batches(batch, given, draws, k):
+            out = puzzle_loss(model, diffusion, part["batch"], table, part["given"], weights, part["t"], part["noise"])
+            sum(weights[n] * out[n] * share[n] for n in share).backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    whole = grads(1)
+    for k in (2, 4, 8):
+        for a, b in zip(grads(k), whole):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
+
+
+def test_accumulation_must_split_the_batch(tmp_path):
+    from plumbing.cli import UserError
+    with pytest.raises(UserError, match="--accum 3"):
+        train_image_run(*TINY_IMAGE, "--accum", "3", "--max-steps", "1", "--out", tmp_path)
+
+
+def test_accumulation_under_torchrun(tmp_path):
+    proc = run(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+               "train_image.py", *TINY_IMAGE, "--batch-size", "8", "--accum", "2", "--max-steps", "2",
+               "--eval-every", "0", "--out", tmp_path, "--device", "cpu")
+    assert "global batch 8 = 2 process(es) x 2 micro-batch(es) x 2 puzzles" in proc.stdout
+    assert torch.load(tmp_path / "ckpt.pt", weights_only=True)["step"] == 2
+
+
+def test_log_shows_the_data_wait(tmp_path):
+    train_image_run(*TINY_IMAGE, "--max-steps", "2", "--log-every", "1", "--eval-every", "0", "--out", tmp_path)
+    steps = [x for x in (tmp_path / "log.txt").read_text().splitlines() if x.startswith("step ")]
+    assert steps and all(" data wait " in x and x.endswith("%") for x in steps)
+
+
+def test_checkpoint_format_and_later_settings_load_with_defaults(tmp_path):
+    """A checkpoint carries its format; one written before a setting existed loads with that setting's default."""
+    train_image_run(*TINY_IMAGE, "--max-steps", "1", "--eval-every", "0", "--out", tmp_path)
+    ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=True)
+    assert ckpt["format"] == 2
+    old = dict(ckpt["config"], train={k: v for k, v in ckpt["config"]["train"].items() if k != "accum"})
+    old["model"] = {k: v for k, v in old["model"].items() if k != "mlp_dim"}       # as if added later
+    back = Config.from_dict(old, "old.pt")
+    assert back.train["accum"] == 1 and back.model.mlp_dim == 512
+    torch.save({**ckpt, "config": old}, tmp_path / "old.pt")
+    assert load_checkpoint(tmp_path / "old.pt", kind="image")["config"].train["accum"] == 1
+
+
+def test_the_final_checkpoint_is_written_once(tmp_path, monkeypatch):
+    import train
+    writes = []
+    real = train.save_checkpoint
+    monkeypatch.setattr(train, "save_checkpoint", lambda path, ckpt: (writes.append(ckpt["step"]), real(path, ckpt)))
+    train_image_run(*TINY_IMAGE, "--max-steps", "3", "--ckpt-every", "2", "--eval-every", "0", "--out", tmp_path)
+    assert writes == [2, 3]
