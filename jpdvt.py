@@ -31,13 +31,12 @@ this file after posenc.py and diffusion.py; the networks are in dit.py and unet3
     positions, content = solve(model, diffusion, batch, table=table, opts=SampleOptions(steps=50), given=given)
     result = jpdvt.load("checkpoints/image-photos-3x3.pt").solve(pieces)   # .positions, .confidence, .image
 """
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import numpy as np
 import torch
 
-from diffusion import GaussianDiffusion
 from dit import DiT
 from metrics import (
     assign_batch,
@@ -47,26 +46,19 @@ from metrics import (
     puzzle_accuracy,
     relabel_generated,
 )
-from plumbing.checkpoint import load_checkpoint
-from plumbing.cli import autocast, resolve_device
-from posenc import MIRRORS, grid_table, mirrored_cells, sequence_table
+from posenc import grid_table, sequence_table
 from puzzles import DATASETS, VIDEO_DATASETS, ImagePuzzles, VideoPuzzles
-from solving.bag import order_clips, solve_image_bag
-from solving.confidence import Calibrated
-from sources.vae import load_codec
 from unet3d import UNet3D
-
-# sample.py's sampling defaults; a bag of pieces takes its confidence table's settings instead (sampling_defaults)
-SAMPLING = {"steps": 50, "sampler": "ddpm", "samples": 1, "assign": "hungarian", "symmetries": 1}
 
 
 def load(path, device="auto"):
-    """A trained checkpoint ready to solve your own pieces: a Solver with sampling_defaults (the settings its
-    confidence table was fitted with, else DDPM-50, Hungarian, one sample, no mirrors), noise seed 0.
+    """A trained checkpoint ready to solve your own pieces: a solving.solver.Solver (the network, its settings, the
+    confidence, the autoencoder of a latent model) with the sampling its checkpoint names, noise seed 0.
 
         solver = jpdvt.load("checkpoints/image-photos-3x3.pt")
         result = solver.solve(pieces, seed=0)     # result.positions, .confidence, .puzzle_confidence, .image
     """
+    from solving.solver import Solver  # what a user's bag needs beyond the method: solving/
     return Solver.load(path, device=device)
 
 
@@ -157,7 +149,13 @@ def solve(model, diffusion, batch, table, opts, given, latent=False):
     opts.samples = K, the K samples are assigned on their mean distance to each true code (a small ensemble).
     """
     cost, generated = code_costs(model, diffusion, batch, table=table, opts=opts, given=given, latent=latent)
-    return assign_batch(cost, opts.assign), generated                                       # (B, N)
+    return assign_batch(cost, opts.assign, pinned=pinned_cells(batch, given)), generated      # (B, N)
+
+
+def pinned_cells(batch, given):
+    """(B, N) long: the true cell of each piece whose code is told (the anchor), -1 elsewhere: the assignment keeps a
+    told piece on its cell."""
+    return torch.where(given, batch["true_pos"], torch.full_like(batch["true_pos"], -1))
 
 # ----------------------------------------------------------------------------
 # What differs between image and video puzzles
@@ -246,105 +244,3 @@ def kind_of(config):
     """The kind of a Config or of its puzzle config, bound to that puzzle config."""
     puzzle = getattr(config, "puzzle", config)
     return KINDS[puzzle.kind](puzzle)
-
-
-# ----------------------------------------------------------------------------
-# A checkpoint, ready to solve
-# ----------------------------------------------------------------------------
-
-class Solver(Calibrated):
-    """A checkpoint's EMA model on `device` with its config, diffusion and position table, the sampling options
-    (SampleOptions, with the generator of the noise), the precision policy of training (auto: bf16 autocast on CUDA,
-    fp32 on CPU and mps), the calibration table of its confidence (if fitted) and, for latent models, the
-    autoencoder."""
-
-    def __init__(self, config, ckpt, device, precision, opts, symmetries=1, seed=0):
-        self.config, self.step, self.device, self.precision, self.opts = config, ckpt["step"], device, precision, opts
-        self.seed = seed                                          # solve(pieces)'s noise unless told another
-        if opts.generator is None:
-            self.opts = replace(opts, generator=torch.Generator(device).manual_seed(seed))
-        self.symmetries = symmetries                              # images: average over 1, 2 or 4 mirrored puzzles
-        self.data = ckpt.get("data")                              # training files' record (sources.files.split_seen)
-        self.calibration = ckpt.get("calibration")                # solving.confidence.calibrate's tables, fitted on val
-        self.generates = ckpt["config"].puzzle.missing > 0        # trained with missing pieces: generates them
-        self.kind = kind_of(config)
-        self.codec = load_codec(self.kind.vae) if self.kind.vae else None
-        self.model = self.kind.network(config.model)
-        self.model.load_state_dict(ckpt["ema"])
-        self.model.to(device).eval()
-        self.diffusion = GaussianDiffusion(1000, config.prediction)
-        self.table = self.kind.table().to(device)
-
-    @classmethod
-    def load(cls, path, device="auto", opts=None, symmetries=None):
-        """The solver of checkpoint `path` with sampling_defaults (the sampling its confidence table was fitted with,
-        else sample.py's: DDPM-50, Hungarian, 1 sample, no mirrors), noise seed 0; opts and symmetries override
-        them."""
-        ckpt, device = load_checkpoint(path), resolve_device(device)
-        sampling = sampling_defaults(ckpt)
-        mirrors = sampling.pop("symmetries")
-        opts = opts or SampleOptions(generator=torch.Generator(device).manual_seed(0), **sampling)
-        return cls(ckpt["config"], ckpt, device=device, precision="auto", opts=opts, symmetries=symmetries or mirrors)
-
-    def costs(self, batch, given=None, callback=None, grid=None, opts=None, symmetries=None):
-        """(cost (B, N, positions), content with missing pieces generated) of a batch of pixel puzzles
-        (code_costs; latents for a latent model: see pixels()). given: the pieces whose code is told (default:
-        the anchor, if the model has one); callback: called after every sampling step of the puzzle as given; grid:
-        another grid than the model's (images); opts: other sampling options than the solver's. With symmetries 2 or 4
-        (default: the solver's; images), the costs are the mean over the puzzle and its mirrors (posenc.MIRRORS),
-        each mapped back to the puzzle's cells."""
-        given = given_codes(batch, self.kind.anchored) if given is None else given
-        if self.codec:
-            batch = self.codec.encode_batch(batch)
-        opts = replace(opts or self.opts, callback=callback)
-        table = self.table if grid is None else grid_table(*grid).to(self.device)
-        mirrors = MIRRORS[:symmetries or self.symmetries] if self.config.kind == "image" else MIRRORS[:1]
-        total, content = 0, None
-        for dims in mirrors:                                       # the content flipped, the solution mirrored
-            cells = mirrored_cells(*(grid or self.config.puzzle.grid), dims) if dims else None
-            mirrored = batch if not dims else {**batch, "content": batch["content"].flip(dims),
-                                               "true_pos": cells.to(self.device)[batch["true_pos"]]}
-            with autocast(self.device, self.precision):
-                cost, out = code_costs(self.model, self.diffusion, mirrored, table=table, opts=opts, given=given,
-                                       latent=self.codec is not None)
-            # back to the puzzle's cells: cell p's cost is the mirrored puzzle's at cells[p] (mirrors are their own
-            # inverse; missing pieces are fresh draws in each mirror, their rows averaged like --samples')
-            total = total + (cost if not dims else cost[..., cells.to(cost.device)])
-            content = out if content is None else content
-            opts = replace(opts, callback=None)
-        return total / len(mirrors), content
-
-    def solve_batch(self, batch, given=None, callback=None):
-        """(positions (B, N), content): the one-to-one assignment of costs() (solve, above)."""
-        cost, content = self.costs(batch, given=given, callback=callback)
-        return assign_batch(cost, self.opts.assign), content
-
-    def pixels(self, content):
-        """Generated content as pixels (decoded by the autoencoder of a latent model), for pictures."""
-        return self.codec.decode(content) if self.codec else content
-
-    def solve(self, pieces, pins=None, grid=None, callback=None, seed=None):
-        """
-        Solve a bag of pieces nobody has solved (solving/bag.py): images (a list of PIL images or arrays, an (N, H,
-        W, 3) array, or a {name: piece} dict whose names errors use; resized to the model's piece size) or, for a
-        video model, clips ((F, H, W, C) arrays of the model's frames per piece). pins: {index: (row, col)} (video:
-        {index: 0}) of pieces whose place you know, for models trained with an anchor (a video model always: its
-        first piece). grid: (rows, cols) when it differs from the model's; cells beyond the pieces are missing and
-        generated by a model trained with missing pieces. callback: a solving.animate.Recorder (images). seed: the
-        noise of this solve (default: the solver's, 0 from jpdvt.load): the same seed, the same positions and
-        confidences. The confidence is None unless the checkpoint holds a table fitted with the solver's settings,
-        the model's grid and as many missing pieces. Returns a solving.bag.Result.
-        """
-        self.opts.generator.manual_seed(self.seed if seed is None else seed)
-        names = list(pieces) if isinstance(pieces, dict) else list(range(len(pieces)))
-        pieces = list(pieces.values()) if isinstance(pieces, dict) else list(pieces)
-        if self.config.kind == "video":
-            return order_clips(self, dict(zip(names, pieces)), pins or {})
-        return solve_image_bag(self, dict(zip(names, pieces)), pins or {}, grid=grid, callback=callback)
-
-
-def sampling_defaults(ckpt):
-    """{steps, sampler, samples, assign, symmetries} to solve a bag of pieces with: SAMPLING, replaced by the settings
-    of the checkpoint's confidence table, if it has one (jpdvt.load and sample.py --pieces / --frames)."""
-    fitted = (ckpt.get("calibration") or {}).get("settings", {})
-    return {k: fitted.get(k, v) for k, v in SAMPLING.items()}

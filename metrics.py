@@ -95,9 +95,23 @@ def assign(cost, method="hungarian"):
     return hungarian(c) if method == "hungarian" else greedy(c)
 
 
-def assign_batch(cost, method="hungarian"):
-    """cost (B, N, positions) -> (B, N) int array: assign() for every puzzle of a batch."""
-    return np.stack([assign(c, method) for c in cost])
+def assign_batch(cost, method="hungarian", pinned=None):
+    """cost (B, N, positions) -> (B, N) int array: assign() for every puzzle of a batch. pinned (B, N): the cell of
+    each piece whose position is known (an anchor), -1 for the others; such a piece keeps its cell."""
+    if pinned is None:
+        return np.stack([assign(c, method) for c in cost])
+    return np.stack([assign(pin(_as_cost(c), p), method) for c, p in zip(cost, np.asarray(pinned.cpu()))])
+
+
+def pin(c, cells):
+    """A cost matrix in which each piece i with cells[i] >= 0 costs nothing at its cell and more than any assignment
+    elsewhere, and its cell costs every other piece as much: any optimal (or greedy) assignment keeps it there."""
+    c, big = c.copy(), float(np.abs(c).sum()) + 1.0
+    for i, j in enumerate(cells):
+        if j >= 0:
+            c[i, :], c[:, j] = big, big
+            c[i, j] = 0.0
+    return c
 
 
 def _pair(pred, true, mask):

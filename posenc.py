@@ -45,16 +45,3 @@ def sequence_table(n, dim=16):
     """All codes of a sequence of n positions, [n, dim]."""
     return encode_1d(torch.arange(n), dim)
 
-
-# A puzzle's exact symmetries: mirroring every piece (content dims flipped) mirrors the whole solution on the grid.
-MIRRORS = [(), (-1,), (-2,), (-2, -1)]    # identity, left-right, top-bottom, half turn: the first 1, 2 or 4 are used
-
-
-def mirrored_cells(rows, cols, dims):
-    """cells[p]: the cell where grid cell p (raster index) lands when the puzzle is mirrored along `dims` (-1: columns
-    reversed, -2: rows reversed), as its pieces' content is flipped along the same dims."""
-    cell = torch.arange(rows * cols)
-    r, c = cell // cols, cell % cols
-    r = rows - 1 - r if -2 in dims else r
-    c = cols - 1 - c if -1 in dims else c
-    return r * cols + c

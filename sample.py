@@ -28,25 +28,33 @@ from tqdm import tqdm
 
 import jpdvt
 from diffusion import SAMPLERS
-from jpdvt import SAMPLING, SampleOptions, Solver, given_codes, sampling_defaults
+from jpdvt import SampleOptions, given_codes, pinned_cells
 from metrics import ASSIGNERS, assign_batch
 from plumbing.checkpoint import load_checkpoint
-from plumbing.cli import PRECISIONS, UserError, positive, resolve_device, run_cli
+from plumbing.cli import PRECISIONS, Removed, UserError, positive, resolve_device, run_cli
 from puzzles import DATASETS, FOLDER_DATASETS, VIDEO_DATASETS, collate, to_device
 from solving.animate import Recorder, puzzle_animation
 from solving.confidence import calibrate, check_val_size, gather, reliability_of
 from solving.own import order_clip, refuse_conflicts, solve_photo, solve_pieces, superres, test_settings
 from solving.pictures import picture, save_pictures
 from solving.seams import bag_seams
+from solving.solver import SAMPLING, Solver, sampling_defaults
 from sources.files import split_seen
 
 SCORED = {"test": "scored once, for the final figures", "val": "model selection"}
-SYMMETRIES = {1: "the puzzle as given", 2: "and its left-right mirror", 4: "and its three mirrors"}
 
 
 # ----------------------------------------------------------------------------
 # Scoring fresh test puzzles (images and videos alike)
 # ----------------------------------------------------------------------------
+
+
+def warm_up(solver, puzzles):
+    """Two sampling steps on one puzzle, with noise of their own, before the timed solves: sec_per_puzzle then
+    counts the steady pace, not the first calls' start-up (kernels, allocations)."""
+    batch = to_device(collate([puzzles[0]]), solver.device)
+    solver.costs(batch, opts=replace(solver.opts, steps=2, samples=1,
+                                     generator=torch.Generator(solver.device).manual_seed(0)))
 
 
 def score_test_set(args, solver):
@@ -66,6 +74,7 @@ def score_test_set(args, solver):
                         "optimistic; --calibrate a model trained without it")
     passes, rows, seconds, animation, found, bags = [], [], 0.0, None, [], []
     grid = puzzle.grid if puzzle.kind == "image" else (1, puzzle.pieces)      # videos: one row of time slots
+    warm_up(solver, kind.puzzles(args.split, args.seed))
     for r in range(args.repeats):
         test = kind.puzzles(args.split, args.seed + r)
         num = min(args.num_puzzles, len(test))
@@ -81,8 +90,8 @@ def score_test_set(args, solver):
             batch = to_device(batch, solver.device)
             rec = Recorder() if args.animate and r == 0 and start == 0 else None
             t = time.time()
-            cost, content = solver.costs(batch, callback=rec)   # with the assignment: jpdvt.solve, plus mirrors
-            pos = assign_batch(cost, args.assign)
+            cost, content = solver.costs(batch, callback=rec)   # with the assignment: jpdvt.solve
+            pos = assign_batch(cost, args.assign, pinned=pinned_cells(batch, given_codes(batch, kind.anchored)))
             seconds += time.time() - t
             if args.calibrate or solver.calibrated():         # the confidence's evidence: one more network call
                 counted = ~given_codes(batch, kind.anchored) & (~batch["missing"] if puzzle.kind == "image" else True)
@@ -103,8 +112,7 @@ def score_test_set(args, solver):
     metrics = {**{k: float(np.mean([p[k] for p in passes])) for k in passes[0]},
                "counted": kind.counted, "num_puzzles": num, "sec_per_puzzle": seconds / (num * args.repeats),
                "dataset": puzzle.dataset, "split": args.split, "missing": puzzle.missing, "sampler": args.sampler,
-               "steps": args.steps, "samples": args.samples, "symmetries": args.symmetries, "assign": args.assign,
-               "seed": args.seed,
+               "steps": args.steps, "samples": args.samples, "assign": args.assign, "seed": args.seed,
                "repeats": args.repeats, "ckpt": args.ckpt, "train_step": solver.step, "split_seen": seen}
     if args.repeats > 1:
         metrics["passes"] = passes
@@ -125,8 +133,7 @@ def score_test_set(args, solver):
     if args.repeats > 1:
         summary += f" (mean of {args.repeats} passes; {kind.solved} of each: " + \
             " ".join(f"{p[kind.solved]:.3f}" for p in passes) + ")"
-    ensemble = (f" x{args.samples} samples" if args.samples > 1 else "") + \
-        (f" x{args.symmetries} symmetries" if args.symmetries > 1 else "")
+    ensemble = f" x{args.samples} samples" if args.samples > 1 else ""
     unseen = "" if not seen else f" (NOT held out: the model trained on this {args.split} split)"
     print(f"{num} puzzles ({args.sampler}-{args.steps}{ensemble}, {args.assign}): {summary}, "
           f"{metrics['sec_per_puzzle']:.3f} s/puzzle{unseen}")
@@ -160,8 +167,6 @@ def main(args):
             *first, last = [f"--{f}" for f in jpdvt.kind_of(config).inputs]
             raise UserError(f"--{flag} does not apply to {args.ckpt}, {'an' if config.kind == 'image' else 'a'} "
                             f"{config.kind} model; its inputs are {', '.join(first)} and {last}")
-    if args.symmetries > 1 and config.kind != "image":
-        raise UserError(f"--symmetries mirrors image puzzles, and {args.ckpt} is a {config.kind} model; drop it")
     trained = config.puzzle
     config = replace(config, puzzle=test_settings(args, trained))     # ckpt["config"] stays the trained one
     device = resolve_device(args.device)
@@ -169,8 +174,7 @@ def main(args):
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     opts = SampleOptions(steps=args.steps, sampler=args.sampler, assign=args.assign, samples=args.samples,
                          generator=torch.Generator(device).manual_seed(args.seed))
-    solver = Solver(config, ckpt, device=device, precision=args.precision, opts=opts,
-                    symmetries=args.symmetries, seed=args.seed)
+    solver = Solver(config, ckpt, device=device, precision=args.precision, opts=opts, seed=args.seed)
     if trained.dataset not in FOLDER_DATASETS or config.puzzle.dataset not in FOLDER_DATASETS:
         solver.data = None                                     # no file it scores can be a file it trained on
     os.makedirs(args.out, exist_ok=True)
@@ -205,10 +209,9 @@ def get_parser():
     p.add_argument("--samples", type=positive,
                    help="independent samples of the codes per puzzle (default 1); positions are assigned on their mean "
                         "distance to the true codes (K times the sampling time)")
-    p.add_argument("--symmetries", type=int, choices=SYMMETRIES,
-                   help="image checkpoints: average the codes' distances over the puzzle and its mirrors (1: none, "
-                        "the default; 2: + left-right, 4: + top-bottom and half turn), each mapped back to the "
-                        "puzzle's cells; K times the sampling time (bench: 'symmetry' rows)")
+    p.add_argument("--symmetries", action=Removed,
+                   instead="averaging over a puzzle's mirrors was no better than as many --samples on photos (bench "
+                           "'symmetry' rows); use --samples K")
     p.add_argument("--assign", choices=ASSIGNERS,
                    help="codes -> positions: hungarian (default; optimal, min total L2 distance) or greedy (the "
                         "paper's text: piece by piece, the closest free position by L2; the authors' code uses L1 "

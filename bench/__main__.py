@@ -64,8 +64,6 @@ from bench.recipes import (
     REPEATS,
     SAMPLERS,
     SHIPPED,
-    SYMMETRY,
-    SYMMETRY_CKPTS,
     TEST_PUZZLES,
     TRANSFER,
     VAL_SAMPLERS,
@@ -77,7 +75,7 @@ from plumbing.cli import positive
 # what `python -m bench NAME` runs besides recipes
 GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemble-readme", "one-call",
           "one-call-val", "estimator-val", "candidate-val", *CONFIDENCE_GROUPS, "paper-table", "missing-curve",
-          "reliability-plot", "symmetry", "compute-val", "compute-test", "gpu-record", "transfer", "throughput",
+          "reliability-plot", "compute-val", "compute-test", "gpu-record", "transfer", "throughput",
           "loader", "loader-quickstart", "loader-mmnist", "pace-mmnist", "loader-imagenet"]
 
 
@@ -220,16 +218,6 @@ def one_call_val(out_root):
                                               for s, sflags in VAL_SAMPLERS.items()}, out_root)
 
 
-def symmetry(out_root):
-    """Issue 29, lever 3: --symmetries against --samples at equal network calls, every variant on val (DDPM-50,
-    seed 1), then x1, x4 samples and 4 symmetries on test."""
-    for name, flags in SYMMETRY_CKPTS:
-        sweep("symmetry", SHIPPED[name], {f"{name} val {v}": ["--split", "val", *flags, *extra]
-                                          for v, extra in SYMMETRY.items()}, out_root)
-        sweep("symmetry", SHIPPED[name], {f"{name} test {v}": [*flags, *SYMMETRY[v]]
-                                          for v in ("x1", "x4 samples", "4 symmetries")}, out_root)
-
-
 def compute(out_root, split):
     """Issue 29, lever 4: the photo models trained with a lent GPU's compute (recipes.COMPUTE) on `split`."""
     for name, (ckpt, flags) in COMPUTE.items():
@@ -308,8 +296,6 @@ def main(args):
         elif name == "ensemble":
             ensembles(ENSEMBLE_CKPTS + ONE_CALL_ENSEMBLES, args.out)
             ensemble_readme(args.out)
-        elif name == "symmetry":
-            symmetry(args.out)
         elif name == "paper-table":
             for row, (ckpt, flags) in PAPER_TABLE.items():
                 if args.only and ckpt not in args.only:

@@ -10,10 +10,11 @@ far a test split of so many pictures pins an ECE down.
 import numpy as np
 
 import jpdvt
-from jpdvt import Solver, given_codes
+from jpdvt import given_codes
 from metrics import assign_batch
 from puzzles import collate, to_device
 from solving.confidence import BINS, WAYS, choose, cross_fit, gather, reliability
+from solving.solver import Solver
 
 BATCH = 50
 

@@ -7,10 +7,11 @@ import numpy as np
 import torch
 
 import jpdvt
-from jpdvt import Solver, given_codes
+from jpdvt import given_codes
 from metrics import assign_batch
 from puzzles import collate
 from solving.confidence import margins
+from solving.solver import Solver
 
 
 def auroc_of_margins(ckpt, split, passes, num):

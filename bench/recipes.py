@@ -390,10 +390,3 @@ CONFIDENCE_MISSING = {"image-photos-3x3-gap": [1, 2, 3]}
 README_FLAGS = dict(CONFIDENCE)
 COMPUTE = {"image-photos-3x3-gpu": ("runs/gpu/image-photos-3x3-gpu.pt", README_FLAGS["image-photos-3x3"]),
            "image-photos-3x3-gap-gpu": ("runs/gpu/image-photos-3x3-gap-gpu.pt", README_FLAGS["image-photos-3x3-gap"])}
-
-# a puzzle's exact symmetries at solve time (issue 29, lever 3: sample.py --symmetries), against as many independent
-# samples (the same network calls), chosen on val (the photo models trained on their val photos), then test once
-SYMMETRY = {"x1": [], "x2 samples": ["--samples", "2"], "2 symmetries": ["--symmetries", "2"],
-            "x4 samples": ["--samples", "4"], "4 symmetries": ["--symmetries", "4"]}
-SYMMETRY_CKPTS = [("image-shapes-3x3", ["--repeats", "2"]), ("image-photos-3x3", REPEATS),
-                  ("image-photos-3x3-gap", ["--missing", "0", *REPEATS])]

@@ -26,6 +26,20 @@ class UserError(ValueError):
     """A user-facing problem with settings or data; the message is one sentence saying what to do."""
 
 
+class Removed(argparse.Action):
+    """A flag that was removed: giving it stops with one sentence saying what to do instead (hidden from --help).
+
+        p.add_argument("--symmetries", action=Removed, instead="use --samples K, as good at the same cost")
+    """
+
+    def __init__(self, option_strings, dest, instead, **kwargs):
+        super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS)
+        self.instead = instead
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string} was removed: {self.instead}")
+
+
 def die(msg):
     """Print one clear line and exit non-zero (no traceback): for user mistakes."""
     print(f"error: {msg}", file=sys.stderr)
@@ -104,10 +118,16 @@ def resolve_device(device_arg):
     return torch.device(device_arg)
 
 
+def arithmetic(device, precision):
+    """What --precision means on `device`: fp32, bf16 or fp16 (auto: bf16 on CUDA, fp32 on CPU and mps)."""
+    if precision == "auto":
+        return "bf16" if device.type == "cuda" else "fp32"
+    return precision
+
+
 def autocast(device, precision):
     """The autocast region of --precision (auto: bf16 on CUDA, none on CPU and mps); the weights stay fp32."""
-    if precision == "auto":
-        precision = "bf16" if device.type == "cuda" else "fp32"
+    precision = arithmetic(device, precision)
     if precision == "fp32":
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)

@@ -2,7 +2,7 @@
 How sure the solver is: each piece's probability of being in the right place, and the whole puzzle's.
 
 Not in the paper. One network call at t = T - 1 gives every piece's posterior-mean code (Calibrated.mean_costs, a
-method of jpdvt.Solver; an eps model's estimate is the x0 prediction at t = 444 of a DDIM-10 path instead): where the
+method of the Solver; an eps model's estimate is the x0 prediction at t = 444 of a DDIM-10 path instead): where the
 model is sure, the mean sits on one cell's code; where two cells are plausible, it sits between them. A piece whose
 assigned position (by the sampler) is much nearer the mean than the next best is probably right; one whose two best
 positions are about as near is a coin toss. (The sampled codes themselves say little: a sample commits to one cell
@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from plumbing.checkpoint import save_checkpoint
-from plumbing.cli import UserError
+from plumbing.cli import UserError, arithmetic
 from posenc import grid_table
 from solving.seams import bag_evidence, fit_gate, held_back
 
@@ -197,6 +197,8 @@ def reliability_of(solver, found):
             "real_gated": float(solver.no_puzzle(found[4]).mean())}
 
 
+# settings added to the tables after the first were fitted, with what those were fitted with (on CPU: fp32)
+FITTED_BEFORE = {"precision": "fp32"}
 CALIBRATION_PUZZLES = 100       # --calibrate fits no table on fewer val puzzles (passes count: 20 pictures x 5 passes)
 
 
@@ -230,7 +232,8 @@ def calibrate(path, split, solver, found, bags, per_pass):
     missing = sampling.pop("missing")
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     old = ckpt.get("calibration") or {}                  # as it is now: another run may have added a table
-    kept = old.get("tables", {}) if (old.get("settings"), old.get("split")) == (sampling, split) else {}
+    same = fitted_with(old.get("settings") or {}) == sampling and old.get("split") == split
+    kept = old.get("tables", {}) if same else {}
     calibration = {"split": split, "settings": sampling, "tables": {**kept, missing: tables}}
     save_checkpoint(path, {**ckpt, "calibration": calibration})
     gate = tables["gate"]
@@ -245,14 +248,20 @@ def calibrate(path, split, solver, found, bags, per_pass):
     return calibration
 
 
+def fitted_with(settings):
+    """A table's sampling settings as this version names them: those added later at the value older tables were fitted
+    with (FITTED_BEFORE), a removed one (symmetries: always 1) dropped."""
+    return {**FITTED_BEFORE, **{k: v for k, v in settings.items() if k != "symmetries"}}
+
+
 class Halfway(Exception):
     """Stops an eps model's DDIM-10 path once its evidence (the x0 prediction at t = 444) is in (mean_costs)."""
 
 
 class Calibrated:
-    """The confidence's part of jpdvt.Solver (its base class): the evidence (mean_costs), whether the checkpoint's
+    """The confidence's part of the Solver (its base class): the evidence (mean_costs), whether the checkpoint's
     tables describe a solve, and the probabilities they give. Reads the solver's opts (a jpdvt.SampleOptions),
-    symmetries, config, device, table, costs() and calibration (what sample.py --calibrate fitted: {"split",
+    config, device, precision, table, costs() and calibration (what sample.py --calibrate fitted: {"split",
     "settings": the sampling settings, "tables": {number of missing pieces: {"way", "piece", "puzzle", "gate"}}}, or
     None)."""
 
@@ -264,7 +273,7 @@ class Calibrated:
         noise = torch.Generator(self.device).manual_seed(0)
         if self.config.prediction == "x0":
             opts = type(self.opts)(steps=1, sampler="ddim", generator=noise)     # a jpdvt.SampleOptions
-            return self.costs(batch, given=given, grid=grid, opts=opts, symmetries=1)[0]
+            return self.costs(batch, given=given, grid=grid, opts=opts)[0]
         halfway = {}                                          # step 5 of 10: the call at t = 444
 
         def stop(i, x, x0):
@@ -272,7 +281,7 @@ class Calibrated:
                 halfway.update(code=x0["code"])
                 raise Halfway
         try:
-            self.costs(batch, given=given, callback=stop, grid=grid, symmetries=1,
+            self.costs(batch, given=given, callback=stop, grid=grid,
                        opts=type(self.opts)(steps=10, sampler="ddim", generator=noise))
         except Halfway:
             pass
@@ -281,16 +290,17 @@ class Calibrated:
         return torch.cdist(code, table[None].float().expand(len(code), -1, -1))
 
     def settings(self):
-        """What a confidence table depends on: the sampling options and the number of missing pieces."""
+        """What a confidence table depends on: the sampling options, the arithmetic (fp32, or bf16 / fp16 autocast)
+        and the number of missing pieces."""
         o = self.opts
         return {"steps": o.steps, "sampler": o.sampler, "samples": o.samples, "assign": o.assign,
-                "symmetries": self.symmetries, "missing": self.config.puzzle.missing}
+                "precision": arithmetic(self.device, self.precision), "missing": self.config.puzzle.missing}
 
     def differs(self, settings=None):
         """{name: (fitted, now)} of the settings (default: the solver's) that no table of the checkpoint was fitted
         with (missing: the numbers of missing pieces with a table)."""
         now, cal = settings or self.settings(), self.calibration
-        fitted = {**cal["settings"], "missing": sorted(cal["tables"])}
+        fitted = {**fitted_with(cal["settings"]), "missing": sorted(cal["tables"])}
         out = {k: (fitted.get(k), v) for k, v in now.items() if k != "missing" and fitted.get(k) != v}
         return out | ({} if now["missing"] in cal["tables"] else {"missing": (fitted["missing"], now["missing"])})
 

@@ -1,10 +1,10 @@
 """
 Solving your own data with a trained checkpoint (sample.py's flags): a photo cut into a puzzle (--image), a clip cut
 into a temporal puzzle (--video), a folder of pieces nobody has solved (--pieces, --frames), and temporal
-super-resolution (--superres). The loaded checkpoint is a jpdvt.Solver; the bag itself (solving/bag.py) is what
-jpdvt.Solver.solve runs. Also sample.py's checks of its flags (refuse_conflicts) and which puzzles it scores
-(test_settings). Paper: the supplement's "Downstream Task: Temporal Super-resolution" (--superres); the rest is not
-in the paper (pieces of your own, pins, their confidence).
+super-resolution (--superres). The loaded checkpoint is a Solver (solving/solver.py); the bag itself
+(solving/bag.py) is what Solver.solve runs. Also sample.py's checks of its flags (refuse_conflicts) and which
+puzzles it scores (test_settings). Paper: the supplement's "Downstream Task: Temporal Super-resolution"
+(--superres); the rest is not in the paper (pieces of your own, pins, their confidence).
 
     python sample.py --ckpt checkpoints/image-photos-3x3.pt --image photo.jpg --animate
     python sample.py --ckpt checkpoints/image-photos-3x3.pt --pieces my_pieces/          # solved.png, arrangement.json
@@ -213,7 +213,7 @@ def parse_pins(args, names, video):
 
 
 def solve_pieces(args, solver):
-    """--pieces / --frames: solve the folder's pieces (jpdvt.Solver.solve); write solved.png and arrangement.json
+    """--pieces / --frames: solve the folder's pieces (Solver.solve); write solved.png and arrangement.json
     (images) or order.json (videos), and with --animate the solving GIF. Everything is checked before anything is
     written."""
     video = solver.config.kind == "video"
@@ -250,7 +250,7 @@ def solve_pieces(args, solver):
     seam, ink = (None if np.isnan(v) else v for v in (result.seam, result.ink))             # NaN: no evidence
     report.update(puzzle_confidence=result.puzzle_confidence, seam_ratio=seam, ink_spread=ink, not_a_puzzle=odd,
                   ckpt=args.ckpt,
-                  steps=args.steps, sampler=args.sampler, samples=args.samples, symmetries=args.symmetries,
+                  steps=args.steps, sampler=args.sampler, samples=args.samples,
                   calibrated=result.confidence is not None)
     with open(path, "w") as f:
         json.dump(report, f, indent=2)
@@ -311,8 +311,6 @@ def own_data(args):
 
 def refuse_conflicts(args):
     """Refuse, in one sentence each, sample.py flags that cannot go together."""
-    if (args.symmetries or 1) > 1 and args.superres:
-        raise UserError("--symmetries mirrors pieces to place them, and --superres places none; drop --symmetries")
     if (args.pin or args.grid) and not (args.pieces or args.frames):
         raise UserError("--pin and --grid apply to a folder of pieces; add --pieces DIR (or --frames DIR)")
     if args.calibrate and args.split != "val":

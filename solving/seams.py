@@ -200,7 +200,7 @@ def fit_gate(real, real_ok, bags, share=0.99, most=0.1):
 
 def bag_seams(solver, batch, grid, seed):
     """{kind: bag_evidence rows (m, 2)} of bags that are no puzzle (not_a_puzzle, from this batch) solved as puzzles
-    by `solver` (a jpdvt.Solver), with noise of their own (`seed`): the solver's own noise stays as it was (sample.py
+    by `solver` (a Solver), with noise of their own (`seed`): the solver's own noise stays as it was (sample.py
     --calibrate). None for a batch of fewer puzzles than pieces (its bags would repeat pictures)."""
     if len(batch["content"]) < batch["content"].shape[1]:
         return None

@@ -8,8 +8,7 @@ import torch
 
 from diffusion import GaussianDiffusion, extract, linear_betas
 from metrics import assign, kendall_distance, kendall_reversible, piece_accuracy, puzzle_accuracy, relabel_generated
-from posenc import encode_1d, encode_2d, grid_table, mirrored_cells, sequence_table
-from puzzles import cut_image
+from posenc import encode_1d, encode_2d, grid_table, sequence_table
 
 # ----------------------------------------------------------------------------- posenc
 
@@ -191,14 +190,3 @@ def test_relabel_generated_compares_generated_pieces_as_a_set():
     assert true.tolist() == [[0, 2, 1, 3]]                    # the input is not changed
 
 
-def test_mirrored_cells_are_where_mirrored_pieces_land():
-    assert mirrored_cells(2, 3, (-1,)).tolist() == [2, 1, 0, 5, 4, 3]
-    assert mirrored_cells(2, 3, (-2,)).tolist() == [3, 4, 5, 0, 1, 2]
-    assert mirrored_cells(2, 3, (-2, -1)).tolist() == [5, 4, 3, 2, 1, 0]
-    img = np.random.default_rng(0).random((8, 12, 3)).astype(np.float32)          # a 2x3 grid of 4 px pieces
-    pieces = torch.from_numpy(cut_image(img, (2, 3), 4)).permute(0, 3, 1, 2)      # (N, C, P, P)
-    for dims, axes in [((-1,), (1,)), ((-2,), (0,)), ((-2, -1), (0, 1))]:
-        mirrored = torch.from_numpy(cut_image(np.flip(img, axes).copy(), (2, 3), 4)).permute(0, 3, 1, 2)
-        cells = mirrored_cells(2, 3, dims)
-        assert torch.equal(mirrored[cells], pieces.flip(dims))    # cell p's piece, flipped, sits at cells[p]
-        assert torch.equal(cells[cells], torch.arange(6))         # a mirror undoes itself (a quarter turn would not)

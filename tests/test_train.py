@@ -100,3 +100,69 @@ def test_the_final_checkpoint_is_written_once(tmp_path, monkeypatch):
     monkeypatch.setattr(train, "save_checkpoint", lambda path, ckpt: (writes.append(ckpt["step"]), real(path, ckpt)))
     train_image_run(*TINY_IMAGE, "--max-steps", "3", "--ckpt-every", "2", "--eval-every", "0", "--out", tmp_path)
     assert writes == [2, 3]
+
+
+# ----------------------------------------------------------------------------- solving
+
+def test_the_anchor_keeps_its_cell_in_every_assignment():
+    """A told piece (the anchor) stays on its true cell in jpdvt.solve and the Solver, whatever the codes say."""
+    from diffusion import GaussianDiffusion
+    from jpdvt import SampleOptions, given_codes, solve
+    from metrics import assign_batch
+    from posenc import grid_table
+    from puzzles import ImageConfig, ImagePuzzles, collate
+
+    class Zero(torch.nn.Module):                          # predicts x0 = 0 for every code: no cell is preferred
+        def forward(self, code, content, t, missing, given):
+            return torch.zeros_like(code), content
+
+    batch = collate([ImagePuzzles(ImageConfig(grid=(3, 3), anchor=True), "test", 0)[i] for i in range(16)])
+    given, table = given_codes(batch, True), grid_table(3, 3)
+    pos, _ = solve(Zero(), GaussianDiffusion(1000, "x0"), batch, table, SampleOptions(steps=2), given=given)
+    assert (pos[:, 0] == batch["true_pos"][:, 0].numpy()).all()
+    cost = torch.rand(4, 5, 5)
+    cost[:, 0, 3] = 10.0                                  # piece 0's true cell 3 looks the worst
+    pinned = torch.tensor([[3, -1, -1, -1, -1]] * 4)
+    for method in ("hungarian", "greedy"):
+        out = assign_batch(cost, method, pinned=pinned)
+        assert (out[:, 0] == 3).all() and all(len(set(row)) == 5 for row in out)
+
+
+def test_confidence_tables_are_keyed_on_precision():
+    """A table fitted in fp32 (every shipped one, on CPU) does not describe a bf16 solve."""
+    from conftest import SHAPES_CKPT
+    from solving.solver import Solver
+    solver = Solver.load(SHAPES_CKPT, device="cpu")
+    assert solver.settings()["precision"] == "fp32" and solver.calibrated()
+    solver.precision = "bf16"
+    assert not solver.calibrated() and "precision: fp32 -> bf16" in solver.mismatch()
+
+
+def test_solving_sets_cpu_threads(monkeypatch):
+    """On CPU, one thread per core but one (unless OMP_NUM_THREADS says otherwise), as training does."""
+    import os
+
+    from solving.solver import solving_threads
+    before = torch.get_num_threads()
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    try:
+        assert solving_threads(torch.device("cpu")) == 1
+        assert solving_threads(torch.device("meta")) is None
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_sec_per_puzzle_is_timed_after_a_warm_up(tmp_path, monkeypatch):
+    """sample.py runs two sampling steps on one puzzle, with noise of its own, before it starts the clock."""
+    import sample
+    from conftest import SHAPES_CKPT, sample_run
+    from solving.solver import Solver
+    calls = []
+    real = Solver.costs
+    monkeypatch.setattr(Solver, "costs", lambda self, batch, **kw: (calls.append(
+        ((kw.get("opts") or self.opts).steps, len(batch["true_pos"]))), real(self, batch, **kw))[1])
+    clock = []
+    monkeypatch.setattr(sample.time, "time", lambda real=sample.time.time: (clock.append(len(calls)), real())[1])
+    m = sample_run("--ckpt", SHAPES_CKPT, "--num-puzzles", "3", "--steps", "3", "--out", tmp_path)
+    assert calls[0] == (2, 1) and calls[1] == (3, 3) and clock[0] == 1 and m["num_puzzles"] == 3

@@ -16,6 +16,7 @@ import jpdvt
 import plumbing.cli as cli
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError, resolve_device
+from solving.solver import Solver
 from sources.files import fit_image
 
 PHOTOS_CKPT = os.path.join(ROOT, "checkpoints", "image-photos-3x3.pt")
@@ -71,7 +72,7 @@ def test_solve_with_a_seed_repeats_itself():
     assert calls[0].image.tobytes() == calls[1].image.tobytes()        # the two generated cells too
     assert np.array_equal(calls[0].positions, gap.solve(seven, seed=0).positions)
     ckpt = load_checkpoint(os.path.join(ROOT, "checkpoints", "image-photos-3x3-gap.pt"))
-    bare = jpdvt.Solver(ckpt["config"], ckpt, device=torch.device("cpu"), precision="auto",
+    bare = Solver(ckpt["config"], ckpt, device=torch.device("cpu"), precision="auto",
                         opts=jpdvt.SampleOptions(steps=2))            # no generator given: one is made
     assert bare.solve(seven, seed=3).positions.shape == (7, 2)
 
