@@ -131,6 +131,7 @@ def test_the_anchor_keeps_its_cell_in_every_assignment():
 def test_confidence_tables_are_keyed_on_precision():
     """A table fitted in fp32 (every shipped one, on CPU) does not describe a bf16 solve."""
     from conftest import SHAPES_CKPT
+
     from solving.solver import Solver
     solver = Solver.load(SHAPES_CKPT, device="cpu")
     assert solver.settings()["precision"] == "fp32" and solver.calibrated()
@@ -155,8 +156,9 @@ def test_solving_sets_cpu_threads(monkeypatch):
 
 def test_sec_per_puzzle_is_timed_after_a_warm_up(tmp_path, monkeypatch):
     """sample.py runs two sampling steps on one puzzle, with noise of its own, before it starts the clock."""
-    import sample
     from conftest import SHAPES_CKPT, sample_run
+
+    import sample
     from solving.solver import Solver
     calls = []
     real = Solver.costs
