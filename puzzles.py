@@ -49,7 +49,6 @@ class ImageConfig:
     anchor: bool = False                     # the true code of the first shuffled piece is given (paper's anchoring)
     crop_scale: Tuple[float, float] = (0.3, 1.0)  # folder, training: side of a random view, of the largest box
     mix_shapes: float = 0.0                  # folder/imagenet, training: this fraction of puzzles are built-in shapes
-    paired_pictures: bool = False            # shapes, training: positions 2k, 2k+1 share a picture, mirrored
 
     kind: ClassVar[str] = "image"
 

@@ -21,7 +21,7 @@ import jpdvt
 from configs.paper import IMAGE
 from dit import CONFIGS
 from plumbing.checkpoint import Config
-from plumbing.cli import UserError, positive, run_cli
+from plumbing.cli import Removed, UserError, positive, run_cli
 from plumbing.flags import (
     add_train_flags,
     paper_settings,
@@ -40,7 +40,7 @@ DEFAULTS = TrainConfig(batch_size=64, lr=2e-3, max_steps=3000, weight_code=1.0, 
 # every setting a flag can leave out, with the tiny CPU recipe's value (piece_size, gap: DATASET_DEFAULTS; patch_size
 # None: the largest divisor of the piece size up to the model's patch; epochs None: --max-steps counts)
 SCRIPT_DEFAULTS = {"grid": "3", "piece_size": None, "gap": None, "crop_scale": [0.3, 1.0], "mix_shapes": 0.0,
-                   "paired_pictures": False, "missing": 0, "anchor": False, "model": "tiny",
+                   "missing": 0, "anchor": False, "model": "tiny",
                    "patch_size": None, "prediction": "x0",
                    "epochs": None, **asdict(DEFAULTS)}
 
@@ -56,14 +56,11 @@ def puzzle_config(args):
     if not 0 <= args.mix_shapes < 1 or (args.mix_shapes and args.dataset == "shapes"):
         raise UserError(f"--mix-shapes needs 0 <= FRACTION < 1 and a photo --dataset, got {args.mix_shapes} with "
                         f"--dataset {args.dataset}")
-    if args.paired_pictures and args.dataset != "shapes":
-        raise UserError(f"--paired-pictures pairs the built-in training pictures of --dataset shapes; drop it for "
-                        f"--dataset {args.dataset}")
     if args.dataset == "jpwleg3" and grid != (3, 3):
         raise UserError("--dataset jpwleg3 is a 3x3 protocol; use --grid 3")
     puzzle = ImageConfig(dataset=args.dataset, data_dir=args.data_dir, grid=grid, piece_size=args.piece_size,
                          gap=args.gap, missing=args.missing, anchor=args.anchor, crop_scale=tuple(args.crop_scale),
-                         mix_shapes=args.mix_shapes, paired_pictures=args.paired_pictures)
+                         mix_shapes=args.mix_shapes)
     puzzle.check()
     return puzzle
 
@@ -83,7 +80,7 @@ def make_config(args):
     sources = {"dataset": "flag" if args.dataset else "default"}
     args.dataset = args.dataset or "shapes"
     piece, gap = DATASET_DEFAULTS[args.dataset]
-    dataset_defaults = {"piece_size": piece, "gap": gap, "paired_pictures": args.dataset == "shapes"}
+    dataset_defaults = {"piece_size": piece, "gap": gap}
     sources.update(resolve(args, paper_settings(IMAGE, args.dataset, args.paper), dataset_defaults, SCRIPT_DEFAULTS))
     puzzle = puzzle_config(args)
     if args.dataset != "folder":                                    # views of a photo folder only
@@ -133,10 +130,8 @@ def get_parser():
     p.add_argument("--mix-shapes", type=float, metavar="FRACTION",
                    help="folder/imagenet: this fraction of the training puzzles are built-in shapes instead (a "
                         "procedural prior; the test split stays the folder's; default 0)")
-    p.add_argument("--paired-pictures", action=argparse.BooleanOptionalAction, default=None,
-                   help="--dataset shapes: draw one training picture for two puzzles, the second mirrored (half the "
-                        "drawing; on one CPU thread the data worker then keeps up with the tiny DiT); default on for "
-                        "shapes; --no-paired-pictures: one picture per puzzle, as the recipes of bench/recipes.py")
+    p.add_argument("--paired-pictures", "--no-paired-pictures", action=Removed,
+                   instead="every training puzzle draws a picture of its own; drop the flag")
     p.add_argument("--missing", type=int,
                    help="up to K missing pieces while training (0..K at random), exactly K when evaluating (default 0)")
     p.add_argument("--model", choices=CONFIGS, help="DiT size (default tiny; base = the paper's)")

@@ -7,7 +7,7 @@ output eps? Trains train_image.py with one of two crossed variants of the loss (
 - eps-x0w: the network outputs eps (as --prediction eps), but its loss is the x0 loss written in eps: each puzzle's
   squared eps error divided by SNR(t) (capped at 1e4 where t is near T).
 
-    python -m bench.eps_variants x0-snr --no-paired-pictures --max-steps 3000 --out runs/eps/x0-snr
+    python -m bench.eps_variants x0-snr --max-steps 3000 --out runs/eps/x0-snr
 """
 import sys
 

@@ -10,7 +10,7 @@ DataLoader workers; and the decode alone with and without Pillow's reduced-scale
     python -m bench pace-mmnist                    # its training loop with the data in a worker or in the main process
 
 The Quickstart's pace: one process making batches of 64 built-in 3x3 puzzles (16 px pieces), one picture per puzzle
-and with --paired-pictures, against one training step of its tiny DiT on one thread (puzzle_loss, backward, AdamW).
+against one training step of its tiny DiT on one thread (puzzle_loss, backward, AdamW).
 """
 import os
 import re
@@ -98,17 +98,15 @@ def imagenet_pace(photos, tmp, images=512):
 
 
 def quickstart_pace(batches=10, steps=20):
-    """Rows: ms per batch of 64 built-in training puzzles in one process (one picture each, and paired), and ms per
+    """Rows: ms per batch of 64 built-in training puzzles in one process (one picture each), and ms per
     training step of the tiny DiT on such a batch (loss, backward, AdamW; no EMA update; median of `steps`, after 5
     warm-up steps)."""
-    rows = {}
-    for paired in (False, True):
-        data = ImagePuzzles(ImageConfig(paired_pictures=paired), "train", seed=0)
-        t = time.time()
-        for i in range(64, 64 * (batches + 1)):
-            data[i]
-        rows[f"loader quickstart built-in 3x3 16px, 1 process, {'paired' if paired else 'one picture each'}"] = {
-            "ms_per_batch64": (time.time() - t) / batches * 1000, "workers": 0}
+    data = ImagePuzzles(ImageConfig(), "train", seed=0)
+    t = time.time()
+    for i in range(64, 64 * (batches + 1)):
+        data[i]
+    rows = {"loader quickstart built-in 3x3 16px, 1 process, one picture each": {
+        "ms_per_batch64": (time.time() - t) / batches * 1000, "workers": 0}}
     cpu = torch.device("cpu")
     train_step, _ = train_step_of(jpdvt.kind_of(ImageConfig()), replace(CONFIGS["tiny"], piece_size=16, patch_size=16),
                                   collate([data[i] for i in range(64)]), cpu)

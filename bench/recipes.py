@@ -12,9 +12,7 @@ TEST_PUZZLES = "200"
 # Training recipes: name -> (training script, training flags, evaluations: list of extra sample.py flags)
 # ----------------------------------------------------------------------------
 
-# the built-in recipes were trained with one picture per puzzle, before --paired-pictures (the Quickstart's default)
-ONE_PICTURE = ["--no-paired-pictures"]
-IMAGE_3X3 = ["--grid", "3", "--patch-size", "16", "--batch-size", "64", "--lr", "2e-3", *ONE_PICTURE]
+IMAGE_3X3 = ["--grid", "3", "--patch-size", "16", "--batch-size", "64", "--lr", "2e-3"]
 SHORT = ["--max-steps", "1500"]      # comparison rows: ~7 minutes each on 2 cores
 PHOTOS = "../shared/data/photos"     # real photographs (train/ and test/), read in place
 MNIST = "../shared/data/mnist"       # the MNIST IDX files, Moving MNIST is generated from them
@@ -215,7 +213,7 @@ RECIPES = {
                                      "--schedule", "cosine", "--max-steps", "3200"], [[]]),
     # shorter runs that show the effect of one option each
     "image-2x2": ("train_image.py", ["--grid", "2", "--patch-size", "16", "--batch-size", "64", "--lr", "2e-3",
-                                     "--max-steps", "800", *ONE_PICTURE], [[]]),
+                                     "--max-steps", "800"], [[]]),
     "image-3x3-short": ("train_image.py", IMAGE_3X3 + SHORT, [[]]),
     "image-3x3-short-eps": ("train_image.py", IMAGE_3X3 + SHORT + ["--prediction", "eps"], [[]]),
     "image-3x3-short-anchor": ("train_image.py", IMAGE_3X3 + SHORT + ["--anchor"], [[]]),
@@ -237,14 +235,13 @@ RECIPES = {
     # one GPU (run on a lent machine): the same recipes, larger and longer, data loading on 12 processes
     "image-3x3-gpu": ("train_image.py", ["--grid", "3", "--patch-size", "16", "--model", "small", "--batch-size",
                                          "64", "--lr", "1e-3", "--schedule", "cosine", "--max-steps", "6000",
-                                         "--workers", "12", *ONE_PICTURE], [[]]),
+                                         "--workers", "12"], [[]]),
     "video-5x4-gpu": ("train_video.py", ["--pieces", "5", "--frames-per-piece", "4", "--batch-size", "64", "--lr",
                                          "1e-3", "--schedule", "cosine", "--max-steps", "4000", "--workers", "12"],
                       [[]]),
     "image-3x3-missing-gpu": ("train_image.py", ["--grid", "3", "--patch-size", "16", "--model", "small",
                                                  "--batch-size", "64", "--lr", "1e-3", "--schedule", "cosine",
-                                                 "--max-steps", "3500", "--missing", "3", "--workers", "12",
-                                                 *ONE_PICTURE],
+                                                 "--max-steps", "3500", "--missing", "3", "--workers", "12"],
                               MISSING_0_3),
     # issue 12 item 6, for a session with a device (not yet run): the paper's photo protocol, 64 px pieces of
     # 16 tokens, in 85 px cells for gaps (21 px, 25% of the cell), small DiT

@@ -129,6 +129,8 @@ MODELS = {"image": DiTConfig, "video": UNetConfig}
 TRAIN_KEYS = ("batch_size", "lr", "warmup", "schedule", "max_steps", "ema_decay", "weight_code", "weight_content",
               "precision", "seed", "ckpt_every", "eval_every", "eval_puzzles", "eval_steps", "accum")
 ADDED = {"accum": 1}
+# settings that were removed, dropped when an older checkpoint loads (its behaviour is now the only one)
+REMOVED = ("paired_pictures",)
 # the checkpoint format: 1 had no "format" key; 2 may lack the settings added later (they load with their defaults)
 FORMAT = 2
 
@@ -178,9 +180,10 @@ def check_keys(d, want, where, path):
 
 def typed_part(cls, d, where, path):
     """cls(**d), lists back to tuples, after checking that d's keys are cls's fields; a field the checkpoint lacks (a
-    setting added after it was written) takes its default."""
+    setting added after it was written) takes its default; a removed one (REMOVED) is dropped."""
     have = {f.name for f in fields(cls)}
     if isinstance(d, dict):
+        d = {k: v for k, v in d.items() if k not in REMOVED}
         d = {**{k: v for k, v in asdict(cls()).items() if k not in d}, **d} if set(d) <= have else d
     check_keys(d, have, where, path=path)
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})

@@ -1,22 +1,20 @@
 """
 The pictures image puzzles are cut from (puzzles.ImagePuzzles): built-in shapes (sources/synthetic.py) or the photos
 of a folder's split (sources/files.py: split_files), resized to the grid's size; in training a fresh view of a photo
-at every visit (`crop_scale`), a `mix_shapes` share of built-in shapes, and `paired_pictures` (two positions share a
-picture). Paper: the image datasets of Sec. 4.1 (ImageNet, JPwLEG-3) and the supplement's "Image Experiments"
-(resized and cropped at random in training, the centre at test time); the rest is not in the paper.
+at every visit (`crop_scale`) and a `mix_shapes` share of built-in shapes. Paper: the image datasets of Sec. 4.1
+(ImageNet, JPwLEG-3) and the supplement's "Image Experiments" (resized and cropped at random in training, the
+centre at test time); the rest is not in the paper.
 
     pictures = Pictures(ImageConfig(dataset="folder", data_dir="my_photos"), "train", seed=0)
     img = pictures.picture(i, np.random.default_rng([0, 0, i]), 48, 48)       # (48, 48, 3) in [0, 1]
 """
 import math
 
-import numpy as np
 from PIL import Image
 
 from plumbing.cli import UserError
 from sources.files import (
     IMAGE_EXTS,
-    SPLITS,
     epoch_index,
     fit_image,
     list_images,
@@ -40,7 +38,6 @@ class Pictures:
         self.files = None if cfg.dataset == "shapes" else split_files(
             cfg.data_dir, split, cfg.dataset, lister=list_images, what="images", exts=IMAGE_EXTS)
         self.skipped = set()
-        self.last_picture = (None, None)                           # (pair k, picture): paired_picture's
 
     def file_index(self, i):
         """Training: stream position i -> a file, every file once per epoch in a seeded order; test: file i."""
@@ -48,22 +45,9 @@ class Pictures:
 
     def picture(self, i, rng, h, w):
         """Position i's (h, w, 3) float image: built-in shapes or a photo (training: a new view)."""
-        if self.files is None and self.train and self.cfg.paired_pictures:
-            return self.paired_picture(i, h, w)
         if self.files is None or (self.mix_shapes and rng.random() < self.mix_shapes):
             return shapes_image(rng, h, w)
         return self.photo(i, rng, h, w)
-
-    def paired_picture(self, i, h, w):
-        """Built-in training picture with `paired_pictures`: positions 2k and 2k+1 share one, the second mirrored
-        (half the drawing: bench/notes.md). Seeded [seed, split, k, 1]: the trailing 1 keeps it apart from position
-        k's own [seed, split, k] (numpy pads a shorter seed with zeros)."""
-        k, (have, img) = i // 2, self.last_picture
-        if have != k:
-            img = shapes_image(np.random.default_rng([self.seed, SPLITS[self.split], k, 1]), h, w)
-            img.setflags(write=False)                              # shared by the pair: never edited in place
-            self.last_picture = (k, img)
-        return np.ascontiguousarray(img[:, ::-1]) if i % 2 else img
 
     def photo(self, i, rng, h, w):
         """Photo i sized to (h, w), or the next usable one: unreadable or too small files are skipped and counted."""

@@ -3,7 +3,7 @@ import importlib
 import json
 import re
 import sys
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, fields
 
 import numpy as np
 import pytest
@@ -62,22 +62,6 @@ def test_parse_grid():
     for bad in ["1", "0", "x", "3x", "a", "1x1", "-2"]:
         with pytest.raises(UserError):
             parse_grid(bad)
-
-
-def test_shapes_training_pictures_come_in_mirrored_pairs():
-    """With paired_pictures, built-in training positions 2k and 2k+1 share a picture, the second mirrored (made from
-    the cache or by a fresh dataset alike); without it, and on val and test, each position draws its own."""
-    cfg = ImageConfig(grid=(3, 3), piece_size=8, paired_pictures=True)
-    train, fresh = ImagePuzzles(cfg, "train", seed=0), ImagePuzzles(cfg, "train", seed=0)
-    rng = np.random.default_rng(0)
-    first = train.source(6, rng)
-    assert np.array_equal(train.source(7, rng), first[:, ::-1]) and np.array_equal(fresh.source(7, rng), first[:, ::-1])
-    assert not np.array_equal(train.source(8, rng), first)
-    a, b = train[6], train[7]
-    assert not torch.equal(a["true_pos"], b["true_pos"])                  # each puzzle its own piece order
-    for split, paired in (("val", True), ("test", True), ("train", False)):
-        ds = ImagePuzzles(replace(cfg, paired_pictures=paired), split, seed=0)
-        assert np.array_equal(ds.source(3, np.random.default_rng(5)), shapes_image(np.random.default_rng(5), 24, 24))
 
 
 def test_shapes_dataset_deterministic_and_disjoint():
@@ -179,7 +163,7 @@ def test_checkpoint_contents(image_ckpt):
     assert ck["data"] is None                                           # built-in shapes: no files to record
     assert set(ck["config"]) == {"kind", "prediction", "puzzle", "model", "train"}
     config = load_checkpoint(image_ckpt, "image")["config"]
-    assert config.puzzle == ImageConfig(grid=(2, 2), piece_size=8, missing=1, paired_pictures=True)
+    assert config.puzzle == ImageConfig(grid=(2, 2), piece_size=8, missing=1)
     assert (config.model.piece_size, config.model.patch_size) == (8, 8) and config.prediction == "x0"
     train = config.train                                                # as stored: plain values
     assert (train["max_steps"], train["batch_size"], train["warmup"]) == (8, 4, 0)
@@ -285,17 +269,13 @@ def test_config_round_trip():
     assert TRAIN_KEYS == tuple(f.name for f in fields(TrainConfig))         # what loading checks, without train.py
 
 
-def test_shipped_shapes_model_records_one_picture_per_puzzle():
-    """The shipped shapes model drew one picture per puzzle, and its checkpoint says so."""
-    assert load_checkpoint(SHAPES_CKPT, kind="image")["config"].puzzle.paired_pictures is False
-
-
-def test_paired_pictures_default_on_for_shapes_only(tmp_path):
-    """--paired-pictures is the built-in stream's default, off for photo folders, refused with one."""
+def test_removed_paired_pictures_flag_says_what_to_do_instead(capsys):
+    """--paired-pictures was removed; a checkpoint that recorded it loads without it."""
     import train_image
-    parse = train_image.get_parser().parse_args
-    assert train_image.make_config(parse([]))[0].puzzle.paired_pictures is True
-    folder = parse(["--dataset", "folder", "--data-dir", str(tmp_path), "--max-steps", "1"])
-    assert train_image.make_config(folder)[0].puzzle.paired_pictures is False
-    with pytest.raises(UserError, match="--paired-pictures pairs the built-in training pictures of --dataset shapes"):
-        train_image.make_config(parse(["--dataset", "folder", "--data-dir", str(tmp_path), "--paired-pictures"]))
+    for flag in ("--paired-pictures", "--no-paired-pictures"):
+        with pytest.raises(SystemExit):
+            train_image.get_parser().parse_args([flag])
+        assert f"{flag} was removed: every training puzzle draws a picture of its own" in capsys.readouterr().err
+    d = Config(puzzle=ImageConfig(), model=DiTConfig(), train=TrainConfig()).to_dict()
+    d["puzzle"]["paired_pictures"] = True
+    assert Config.from_dict(d, "old.pt").puzzle == ImageConfig()

@@ -197,8 +197,8 @@ def test_resume_longer_is_logged_and_a_changed_flag_is_refused(tmp_path):
         train_image_run("--resume", ckpt, "--lr", "0.01")
     with pytest.raises(UserError, match="--model shapes a fresh run and cannot be given with --resume"):
         train_image_run("--resume", ckpt, "--model", "small")
-    with pytest.raises(UserError, match="--paired-pictures False differs from the checkpoint's True"):
-        train_image_run("--resume", ckpt, "--no-paired-pictures")        # it would change the training stream
+    with pytest.raises(UserError, match="--anchor True differs from the checkpoint's False"):
+        train_image_run("--resume", ckpt, "--anchor")                    # it would change the training stream
     train_image_run("--resume", ckpt, "--lr", "0.002", "--grid", "2", "--max-steps", "4")   # equal flags pass
     log = (tmp_path / "log.txt").read_text()
     assert "resume: --max-steps 4 (the checkpoint had 2)" in log
