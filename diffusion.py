@@ -4,7 +4,7 @@ Conditional DDPM over several named parts at once, as JPDVT uses it.
 Paper: "Masked Jigsaw Transformer Diffusion" (Sec. 3.1) and the supplement "Conditional Diffusion Models".
 A puzzle state is a dict of parts, e.g. {"code": L (B, N, 32), "content": E (B, N, C, H, W)}. Each part has a
 mask of the entries that are *generated*: positional codes of every piece (except an anchored one), and the
-content of missing pieces. Unmasked entries are given and stay clean at every step, which is the paper's
+content of missing pieces. Unmasked entries are known and stay clean at every step, which is the paper's
 q(L_t, E^m_t | L_0, E^m_0, E^g) and p(L_{t-1}, E^m_{t-1} | L_t, E^m_t, E^g).
 
 - Forward process: linear betas (1e-4 .. 0.02), T = 1000;  q_sample(x0, t) = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps.
@@ -12,12 +12,12 @@ q(L_t, E^m_t | L_0, E^m_0, E^g) and p(L_{t-1}, E^m_{t-1} | L_t, E^m_t, E^g).
   weight over t: an eps error is an x0 error times sqrt(SNR(t)), SNR = abar / (1 - abar). The loss is a weighted sum
   of per-part MSEs over generated entries only.
 - Sampling: ancestral DDPM (`p_sample`) or deterministic DDIM (`ddim_sample`, eta = 0), over all T steps or a
-  respaced subset (`timesteps`), re-imposing the given entries after every step.
+  respaced subset (`timesteps`), re-imposing the known (unmasked) entries after every step.
 
     diffusion = GaussianDiffusion(1000, prediction="x0")
     losses = diffusion.training_losses(model_fn, x0_parts, masks, weights={"code": 0.2, "content": 0.8})  # videos
-    parts = diffusion.sample(model_fn, given, masks, steps=50, sampler="ddpm")
-    parts = diffusion.sample(model_fn, given, masks, steps=50, callback=lambda i, x, x0: codes.append(x0["code"]))
+    parts = diffusion.sample(model_fn, clean, masks, steps=50, sampler="ddpm")
+    parts = diffusion.sample(model_fn, clean, masks, steps=50, callback=lambda i, x, x0: codes.append(x0["code"]))
 """
 import numpy as np
 import torch
@@ -70,7 +70,7 @@ class GaussianDiffusion:
         return abar.sqrt() * x0 + (1 - abar).sqrt() * noise
 
     def noise_parts(self, x0, masks, t, noise):
-        """q_sample every part, keeping given (unmasked) entries clean."""
+        """q_sample every part, keeping the unmasked entries clean."""
         xt = {}
         for k, v in x0.items():
             m = expand_mask(masks.get(k), v)
@@ -151,28 +151,28 @@ class GaussianDiffusion:
         return ts[::-1].tolist()
 
     @torch.no_grad()
-    def sample(self, model_fn, given, masks, steps=None, sampler="ddpm", generator=None, latent=(), callback=None):
+    def sample(self, model_fn, clean, masks, steps=None, sampler="ddpm", generator=None, latent=(), callback=None):
         """
-        Generate every masked entry. given: {name: tensor} with given entries filled in (masked entries are
-        ignored); masks as in training_losses. Predicted x0 is clipped to [-1, 1] (the range of codes and pixels)
-        except for the parts named in `latent` (autoencoder latents, about unit variance). Returns {name: x0} with
-        given entries exactly as passed.
+        Generate every masked entry. clean: {name: tensor} holding the clean value of every unmasked entry (masked
+        entries are placeholders, ignored); masks as in training_losses. Predicted x0 is clipped to [-1, 1] (the
+        range of codes and pixels) except for the parts named in `latent` (autoencoder latents, about unit variance).
+        Returns {name: x0} with unmasked entries exactly as passed.
         callback(i, x, x0), if given, is called after step i (0 .. len(timesteps(steps)) - 1) with the new state x
         ({name: x_{t_prev}}, the result itself after the last step) and the step's prediction x0 ({name: x0_hat}),
-        both with given entries as passed. It must not change them in place; it draws nothing from `generator`, so
+        both with unmasked entries as passed. It must not change them in place; it draws nothing from `generator`, so
         the result is the same with or without it (for pictures: sampling animations).
         """
         if sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {sorted(SAMPLERS)}, got {sampler!r}")
         ts = self.timesteps(steps or self.num_steps)
-        m = {k: expand_mask(masks.get(k), v) for k, v in given.items()}
+        m = {k: expand_mask(masks.get(k), v) for k, v in clean.items()}
 
         def randn(v):
             return torch.randn(v.shape, generator=generator, device=v.device, dtype=v.dtype)
 
-        x = {k: m[k] * randn(v) + (1 - m[k]) * v for k, v in given.items()}
-        b = next(iter(given.values())).shape[0]
-        device = next(iter(given.values())).device
+        x = {k: m[k] * randn(v) + (1 - m[k]) * v for k, v in clean.items()}
+        b = next(iter(clean.values())).shape[0]
+        device = next(iter(clean.values())).device
         for i, step in enumerate(ts):
             t = torch.full((b,), step, device=device, dtype=torch.long)
             t_prev = torch.full((b,), ts[i + 1] if i + 1 < len(ts) else -1, device=device, dtype=torch.long)
@@ -183,9 +183,9 @@ class GaussianDiffusion:
                     new = self.ddim_sample(x0, eps, t_prev)
                 else:
                     new = self.p_sample(v, x0, t, t_prev, randn(v))
-                x[k] = m[k] * new + (1 - m[k]) * given[k]
+                x[k] = m[k] * new + (1 - m[k]) * clean[k]
                 if callback is not None:
-                    pred[k] = m[k] * x0 + (1 - m[k]) * given[k]
+                    pred[k] = m[k] * x0 + (1 - m[k]) * clean[k]
             if callback is not None:
                 callback(i, dict(x), pred)
         return x

@@ -153,8 +153,11 @@ def split_files(data_dir, split, dataset, lister, what, exts):
         files = [f for f in lister(root) if (band := hashed_split(f, root, fractions)) == split
                  or split == "train" and band not in held_out]
     if not files and split != "train" and lister(train_dir if has_train else data_dir):
+        fix = (f"add more training {what} (the val split is a hashed 10% of train/, since {evals[0]}/ is the test "
+               f"split), or a test/ folder beside {evals[0]}/ to make {evals[0]}/ the val split") \
+            if split == "val" and evals else f"add a {split}/ subfolder with a few {what}"
         raise UserError(f"--data-dir {data_dir} has too few {what} for its automatic {split} split (none fell in "
-                        f"it); add a {split}/ subfolder with a few {what}")
+                        f"it); {fix}")
     if not files:
         raise UserError(f"--data-dir {data_dir} holds no {split} {what} ({', '.join(exts)}); check the path")
     return files

@@ -116,3 +116,13 @@ def test_unknown_config_fields_are_refused(tmp_path):
     assert typed_part(ImageConfig, asdict(plain), "config.puzzle", "new.pt") == plain
     with pytest.raises(UserError, match="unknown colour"):
         typed_part(ImageConfig, {**asdict(plain), "colour": 1}, "config.puzzle", "old.pt")
+
+
+def test_an_imagenet_layout_with_too_few_training_images_names_the_real_fix(tmp_path):
+    """train/ and val/ (ImageNet): val/ is the test split, so an empty val band is not fixed by adding val/."""
+    for split in ("train", "val"):
+        (tmp_path / split / "n0").mkdir(parents=True)
+        Image.new("RGB", (8, 8)).save(tmp_path / split / "n0" / "a.png")
+    with pytest.raises(UserError, match=r"add more training images \(the val split is a hashed 10% of train/, since "
+                                        r"val/ is the test split\), or a test/ folder beside val/"):
+        split_files(str(tmp_path), "val", "imagenet", list_images, "images", IMAGE_EXTS)

@@ -1,0 +1,93 @@
+"""
+The paper's prediction target (eps) against ours (x0), everything else equal: the held-out checks of their training
+logs (val puzzles, DDIM-20, every 1000 steps) as bench rows, and one picture, docs/eps-vs-x0.png.
+
+    python -m bench.eps_curves runs/eps        # reads runs/eps/{shapes,photos,mmnist}-{eps,x0}/log.txt
+
+The runs (bench/notes.md, "eps against x0"), OMP_NUM_THREADS=1 each:
+    python train_image.py --prediction eps --max-steps 12000 --eval-every 1000 --eval-puzzles 200 --out runs/eps/shapes-eps
+    python train_image.py --prediction x0 --max-steps 10000 --eval-every 1000 --eval-puzzles 200 --out runs/eps/shapes-x0
+    python train_image.py --prediction P --dataset folder --data-dir PHOTOS --grid 3 --piece-size 24 --patch-size 24
+        --batch-size 64 --lr 2e-3 --schedule cosine --mix-shapes 0.25 --max-steps 5000 --eval-every 1000
+        --out runs/eps/photos-P
+    python train_video.py --prediction P --dataset movingmnist --data-dir MNIST --pieces 5 --frames-per-piece 4
+        --size 32 --paper --model tiny --max-steps 3000 --eval-every 1000 --out runs/eps/mmnist-P
+"""
+import json
+import os
+import re
+import sys
+
+from PIL import Image, ImageDraw
+
+from bench.report import save_result
+from solving.pictures import font
+
+RUNS = {"shapes": "built-in shapes 3x3, tiny DiT (the Quickstart recipe)",
+        "photos": "photos 3x3, 24 px pieces (the shipped photo recipe, 5000 steps)",
+        "mmnist": "Moving MNIST 5 x 4, 32 px, the paper's video settings, tiny U-Net"}
+METRIC = {"shapes": "piece_acc", "photos": "piece_acc", "mmnist": "exact"}
+COLOURS = {"eps": (200, 40, 40), "x0": (40, 90, 200)}
+
+
+def checks(log):
+    """[(step, {metric: value})] of a training log's held-out checks (eval and final lines)."""
+    out = {}
+    for line in open(log):
+        m = re.match(r"(?:eval|final) step (\d+) (.*)", line)
+        if m:
+            words = m.group(2).split()
+            out[int(m.group(1))] = {k: float(v) for k, v in zip(words[::2], words[1::2])}
+    return sorted(out.items())
+
+
+def curves(root):
+    """{run: {prediction: [(step, metrics)]}} of the logs that exist under root."""
+    found = {}
+    for run in RUNS:
+        for p in COLOURS:
+            log = os.path.join(root, f"{run}-{p}", "log.txt")
+            if os.path.exists(log):
+                found.setdefault(run, {})[p] = checks(log)
+    return found
+
+
+def draw(found, path):
+    """One panel per run: the held-out metric against the training step, eps in red, x0 in blue."""
+    img = Image.new("RGB", (40 + 330 * len(found), 300), (255, 255, 255))
+    d, f = ImageDraw.Draw(img), font(13)
+    for i, (run, series) in enumerate(found.items()):
+        x0, y0, x1, y1 = 70 + 330 * i, 40, 340 + 330 * i, 240
+        last = max(s for points in series.values() for s, _ in points)
+        d.text((x0, y0 - 24), f"{run}: {METRIC[run].replace('_', ' ')} (val)", fill=(0, 0, 0), font=f)
+        d.line([(x0, y1), (x1, y1)], fill=(0, 0, 0))
+        d.line([(x0, y0), (x0, y1)], fill=(0, 0, 0))
+        for v in (0, 0.5, 1):
+            d.text((x0 - 34, y1 - (y1 - y0) * v - 7), f"{v:.1f}", fill=(0, 0, 0), font=f)
+        for s in (0, last // 2, last):
+            d.text((x0 + (x1 - x0) * s / last - 12, y1 + 6), str(s), fill=(0, 0, 0), font=f)
+        d.text(((x0 + x1) // 2 - 30, y1 + 24), "training step", fill=(0, 0, 0), font=f)
+        for k, (p, points) in enumerate(series.items()):
+            pts = [(x0 + (x1 - x0) * s / last, y1 - (y1 - y0) * m[METRIC[run]]) for s, m in points]
+            d.line(pts, fill=COLOURS[p], width=2)
+            for x, y in pts:
+                d.ellipse([x - 3, y - 3, x + 3, y + 3], fill=COLOURS[p])
+            d.text((x1 - 40, y0 + 4 + 16 * k), p, fill=COLOURS[p], font=f)
+    img.save(path)
+
+
+def main(root):
+    found = curves(root)
+    for run, series in found.items():
+        for p, points in series.items():
+            for step, metrics in points:
+                save_result(f"eps-vs-x0 {run} {p} step {step}", {
+                    "group": "eps-vs-x0", "train_minutes": 0.0, "metrics": {**metrics, "split": "val", "step": step},
+                    "command": f"python -m bench.eps_curves {root} ({RUNS[run]}, --prediction {p})"})
+    draw(found, os.path.join("docs", "eps-vs-x0.png"))
+    print(json.dumps({run: {p: [(s, m[METRIC[run]]) for s, m in pts] for p, pts in s_.items()}
+                      for run, s_ in found.items()}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "runs/eps")
