@@ -5,8 +5,10 @@ logs (val puzzles, DDIM-20, every 1000 steps) as bench rows, and one picture, do
     python -m bench.eps_curves runs/eps        # reads runs/eps/{shapes,photos,mmnist}-{eps,x0}/log.txt
 
 The runs (bench/notes.md, "eps against x0"), OMP_NUM_THREADS=1 each:
-    python train_image.py --prediction eps --max-steps 12000 --eval-every 1000 --eval-puzzles 200 --out runs/eps/shapes-eps
-    python train_image.py --prediction x0 --max-steps 10000 --eval-every 1000 --eval-puzzles 200 --out runs/eps/shapes-x0
+    python train_image.py --prediction eps --max-steps 12000 --eval-every 1000 --eval-puzzles 200
+        --out runs/eps/shapes-eps
+    python train_image.py --prediction x0 --max-steps 10000 --eval-every 1000 --eval-puzzles 200
+        --out runs/eps/shapes-x0
     python train_image.py --prediction P --dataset folder --data-dir PHOTOS --grid 3 --piece-size 24 --patch-size 24
         --batch-size 64 --lr 2e-3 --schedule cosine --mix-shapes 0.25 --max-steps 5000 --eval-every 1000
         --out runs/eps/photos-P
