@@ -76,7 +76,7 @@ from plumbing.cli import positive
 GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemble-readme", "one-call",
           "one-call-val", "estimator-val", "candidate-val", *CONFIDENCE_GROUPS, "paper-table", "missing-curve",
           "reliability-plot", "compute-val", "compute-test", "gpu-record", "transfer", "throughput",
-          "loader", "loader-quickstart", "loader-mmnist", "pace-mmnist", "loader-imagenet"]
+          "loader", "loader-quickstart", "loader-mmnist", "pace-mmnist", "loader-imagenet", "memory-estimate"]
 
 
 def sh(cmd):
@@ -342,6 +342,11 @@ def main(args):
                           args.out, args.clips, args.seed)
         elif name == "transfer":
             sweep("transfer", "checkpoints/image-photos-3x3-gap.pt", TRANSFER, args.out)
+        elif name == "memory-estimate":
+            from bench.throughput import memory_estimate
+            for key, metrics in memory_estimate().items():
+                save_result(key, {"group": "throughput", "train_minutes": 0.0, "metrics": metrics,
+                                  "command": shown(["-m", "bench", "memory-estimate"])})
         elif name == "throughput":
             from bench.throughput import measure
             from plumbing.cli import resolve_device

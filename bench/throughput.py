@@ -19,8 +19,10 @@ from torch.utils.flop_counter import FlopCounterMode
 import jpdvt
 from diffusion import GaussianDiffusion
 from dit import CONFIGS as DIT_CONFIGS
+from dit import DiT
 from jpdvt import SampleOptions, given_codes, puzzle_loss, solve
 from plumbing.cli import autocast
+from posenc import grid_table
 from puzzles import ImageConfig, VideoConfig, collate, to_device
 from unet3d import CONFIGS as UNET_CONFIGS
 
@@ -110,3 +112,26 @@ def measure(device, steps=10, only=None):
                                                                         opts=opts, given=given), device)
             rows[f"throughput {name} {precision}{' compile' if compiled else ''}"] = m
     return rows
+
+
+def memory_estimate(batch=256, measured=2):
+    """Row: the GPU memory of one training step of the paper's DiT (base) at `batch` puzzles of 3x3 64 px pieces,
+    estimated on the CPU: the bytes autograd saves for the backward of `measured` puzzles under bf16 autocast,
+    scaled to `batch`, plus fp32 weights, gradients, AdamW's two moments and the EMA. Not measured on a GPU (its
+    kernels save somewhat other tensors)."""
+    model = DiT(DIT_CONFIGS["base"])
+    params = sum(p.numel() for p in model.parameters())
+    data = {"content": torch.randn(measured, 9, 3, 64, 64), "missing": torch.zeros(measured, 9, dtype=torch.bool),
+            "true_pos": torch.stack([torch.randperm(9) for _ in range(measured)])}
+    saved = {}
+
+    def keep(t):
+        saved[t.data_ptr()] = t.numel() * t.element_size()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t), torch.autocast("cpu", dtype=torch.bfloat16):
+        puzzle_loss(model, GaussianDiffusion(1000, "x0"), data, grid_table(3, 3), given_codes(data, True), None)
+    per_puzzle = sum(saved.values()) / measured
+    return {f"memory estimate dit-base b{batch} bf16": {
+        "params_M": params / 1e6, "activations_gib_per_puzzle": per_puzzle / 2 ** 30,
+        "state_gib": params * 4 * 5 / 2 ** 30, "estimated_gib": (per_puzzle * batch + params * 4 * 5) / 2 ** 30,
+        "batch": batch}}
