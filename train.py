@@ -224,7 +224,7 @@ def setup_distributed(device_arg):
 def cpu_threads(device, world, workers):
     """On CPU: one compute thread per core left free by the data workers of this machine's processes, unless
     OMP_NUM_THREADS is set (torchrun sets it to 1 when it starts several processes per machine). Torch's default, a
-    thread per core, makes the workers and the step fight for the cores, which slows the step (bench/notes.md).
+    thread per core, makes the workers and the step fight for the cores.
     Exact resume holds for the same thread count (the same cores and --workers). Returns the threads in use, or None
     on any other device."""
     if device.type != "cpu":

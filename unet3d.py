@@ -19,8 +19,8 @@ gets a conditioning vector = timestep embedding + positional-code embedding + "m
 the same for every piece, so the piece equivariance holds). It scales/shifts the features of every resnet block.
 Two heads: frames -> a conv back to C channels per frame; positional codes -> one token per piece (the feature
 layout and pooled pixels of its first and last frames, its noisy code) -> a small transformer over the set of
-pieces -> code_dim. Reading the pieces' ends directly is a deviation from the paper's description, made because a
-head on mean-pooled features stayed at chance in short CPU runs (see bench/BENCHMARKS.md).
+pieces -> code_dim. Reading the pieces' ends directly is a deviation from the paper's description: a piece's place
+in time shows at its ends, where it meets its neighbours, and a mean over its features blurs them.
 Both heads are zero-initialised, so an untrained model outputs zeros. For CPU-sized pixel models, `patch_size`
 > 1 adds a lossless space-to-depth stem (pixel_unshuffle in, pixel_shuffle out), so the U-Net starts at H/p x W/p
 like the paper's latent models (the paper config works on 32x32x4 latents with patch_size 1).
@@ -66,8 +66,8 @@ class UNetConfig:
 CONFIGS = {
     # Paper table: 64/128/256/512 wide, feature maps 32/16/8/4 on 32x32x4 latents, 3 P-3D layers, 8 x 64 heads.
     "paper": UNetConfig(),
-    # CPU-sized model for 32x32 grayscale digits: a 4x4 space-to-depth stem (a faster CPU step than a 2x2
-    # stem), then levels at 8/4/2 px with attention at 4x4 and 2x2 (and the middle block).
+    # CPU-sized model for 32x32 grayscale digits: a 4x4 space-to-depth stem, then levels at 8/4/2 px with
+    # attention at 4x4 and 2x2 (and the middle block).
     "tiny": UNetConfig(channels=(16, 32, 64), layers_per_block=1, attn_levels=(1, 2), heads=2, head_dim=16,
                        in_channels=1, frames_per_piece=4, code_channels=4, patch_size=4, norm_groups=8),
 }

@@ -17,8 +17,8 @@ import torch
 
 import jpdvt
 from diffusion import GaussianDiffusion
-from jpdvt import SampleOptions, given_codes, model_fn, puzzle_loss, solve
-from metrics import assign
+from jpdvt import SampleOptions, given_codes, model_fn, pinned_cells, puzzle_loss, solve
+from metrics import assign, pin
 from plumbing.checkpoint import load_checkpoint
 
 
@@ -67,7 +67,8 @@ def main(ckpt_path="checkpoints/image-shapes-3x3.pt", seed=0):
         loss = puzzle_loss(model, diffusion, batch, table=table, given=given, weights={"code": 1.0, "content": 0.1},
                            t=t)
     mse = ((pred - x0) ** 2)[~given].mean()
-    show("prediction", pred, f"(B, N, 32): the network's x0 estimate; MSE {mse:.2e} over the 8 generated codes")
+    show("prediction", pred, f"(B, N, 32): the network's x0 estimate; MSE {mse:.2e} over the "
+         f"{int((~given).sum())} generated codes")
     print(f"  loss at t = {t.item()}: {loss['loss'].item():.2e} = 1.0 x code part {loss['code'].item():.2e}"
           f" + 0.1 x content part {loss['content'].item():.2e} (the missing piece's pixels)")
 
@@ -79,13 +80,15 @@ def main(ckpt_path="checkpoints/image-shapes-3x3.pt", seed=0):
     show("codes", out["code"], "(B, N, 32): the generated code of every piece (the anchor's as told)")
     dist = torch.cdist(out["code"], table[None])
     show("distances", dist, "(B, N, cells): from each generated code to each cell's true code")
-    positions = assign(dist[0], "hungarian")
-    print(f"  positions     {str(positions.shape):<16} one distinct cell per piece (Hungarian) {positions.tolist()}")
+    positions = assign(pin(dist[0].numpy(), pinned_cells(batch, given)[0].numpy()), "hungarian")
+    print(f"  positions     {str(positions.shape):<16} one distinct cell per piece (Hungarian; the anchor keeps "
+          f"its cell) {positions.tolist()}")
     opts = SampleOptions(steps=50, sampler="ddpm", generator=torch.Generator().manual_seed(0))
     again, _ = solve(model, diffusion, batch, table=table, opts=opts, given=given)
     assert (again[0] == positions).all()                        # solve() is exactly step 4's lines
     metrics = kind.score(positions[None], batch)
-    print(f"5. Scoring (jpdvt.Images.score): of the 7 pieces placed (not the anchor, not the missing one), "
+    placed = int((~batch["missing"] & ~given).sum())
+    print(f"5. Scoring (jpdvt.Images.score): of the {placed} pieces placed (not the anchor, not the missing one), "
           f"{metrics['piece_acc']:.0%} in place, puzzle {'solved' if metrics['puzzle_acc'] == 1 else 'not solved'}")
     return metrics
 

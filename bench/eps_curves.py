@@ -29,6 +29,8 @@ RUNS = {"shapes": "built-in shapes 3x3, tiny DiT (the Quickstart recipe)",
         "photos": "photos 3x3, 24 px pieces (the shipped photo recipe, 5000 steps)",
         "mmnist": "Moving MNIST 5 x 4, 32 px, the paper's video settings, tiny U-Net"}
 METRIC = {"shapes": "piece_acc", "photos": "piece_acc", "mmnist": "exact"}
+# the crossed variants of bench/eps_variants.py on the shapes recipe (2000 steps): their held-out checks as rows
+VARIANTS = {"x0-snr": "an x0 network, the eps loss's weighting", "eps-x0w": "an eps network, the x0 loss's weighting"}
 COLOURS = {"eps": (200, 40, 40), "x0": (40, 90, 200)}
 
 
@@ -86,6 +88,13 @@ def main(root):
                 save_result(f"eps-vs-x0 {run} {p} step {step}", {
                     "group": "eps-vs-x0", "train_minutes": 0.0, "metrics": {**metrics, "split": "val", "step": step},
                     "command": f"python -m bench.eps_curves {root} ({RUNS[run]}, --prediction {p})"})
+    for v, what in VARIANTS.items():
+        log = os.path.join(root, f"shapes-{v}", "log.txt")
+        for step, metrics in checks(log) if os.path.exists(log) else []:
+            save_result(f"eps-vs-x0 variant {v} step {step}", {
+                "group": "eps-vs-x0", "train_minutes": 0.0, "metrics": {**metrics, "split": "val", "step": step},
+                "command": f"python -m bench.eps_variants {v} --max-steps 2000 --eval-every 1000 --eval-puzzles 200 "
+                           f"({what})"})
     draw(found, os.path.join("docs", "eps-vs-x0.png"))
     print(json.dumps({run: {p: [(s, m[METRIC[run]]) for s, m in pts] for p, pts in s_.items()}
                       for run, s_ in found.items()}))

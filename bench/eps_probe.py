@@ -60,8 +60,15 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("ckpt", help="a train_image.py checkpoint")
     p.add_argument("--puzzles", type=int, default=200, help="val puzzles (default 200)")
+    p.add_argument("--record", metavar="NAME", help="also write the rows 'eps-probe NAME t T' to bench/results.json")
     a = p.parse_args()
     r = probe(a.ckpt, a.puzzles)
+    if a.record:
+        from bench.report import save_result
+        for row in r["rows"]:
+            save_result(f"eps-probe {a.record} t {row['t']}", {
+                "group": "eps-vs-x0", "train_minutes": 0.0, "metrics": {**row, "step": r["step"], "split": "val"},
+                "command": f"python -m bench.eps_probe {a.ckpt} --puzzles {a.puzzles} --record {a.record}"})
     print(json.dumps({k: v for k, v in r.items() if k != "rows"}))
     print(f"{'t':>4} {'SNR':>9} {'x0_hat':>7} {'noisy code':>10}")
     for row in r["rows"]:

@@ -120,7 +120,8 @@ def add_train_flags(p, defaults):
     dataset default, script default)."""
     d = defaults
     p.add_argument("--prediction", choices=PREDICTIONS,
-                   help="network target: x0 (default: learns faster, see bench/BENCHMARKS.md) or eps (paper)")
+                   help="network target: x0, the clean codes (default; the paper's eps stayed at chance here: README, "
+                        "'Differences from the paper') or eps, the noise (the paper)")
     p.add_argument("--batch-size", type=positive, help=f"puzzles per step, over all processes: with torchrun each of "
                                                        f"W processes takes B / W (default {d.batch_size})")
     p.add_argument("--accum", type=positive,
