@@ -13,7 +13,7 @@ import sys
 
 import train
 import train_image
-from diffusion import GaussianDiffusion, expand_mask, extract
+from diffusion import GaussianDiffusion, extract
 from plumbing.cli import run_cli
 
 VARIANTS = {"x0-snr": "x0", "eps-x0w": "eps"}
@@ -28,18 +28,15 @@ class Weighted(GaussianDiffusion):
         return snr if self.variant == "x0-snr" else (1 / snr).clamp(max=1e4)
 
     def training_losses(self, model_fn, x0, masks, weights=None, t=None, noise=None):
+        """The parent's loss, each puzzle's squared error times weight(t): the network's output is moved to
+        target + sqrt(w) (output - target), whose squared error from the target is w times the output's."""
         t, noise = self.draw(x0, t, noise)
-        out = model_fn(self.noise_parts(x0, masks, t, noise), t)
         target = x0 if self.prediction == "x0" else noise
-        losses, total = {}, 0.0
-        for k in x0:
-            m = expand_mask(masks.get(k), x0[k]).expand_as(x0[k])
-            err = (out[k].float() - target[k]) ** 2 * m * self.weight(t, x0[k].shape)
-            losses[k] = err.sum() / m.sum().clamp(min=1.0)
-            total = total + (1.0 if weights is None else weights.get(k, 1.0)) * losses[k]
-        losses["loss"] = total
-        return losses
 
+        def weighted(xt, t_):
+            out = model_fn(xt, t_)
+            return {k: target[k] + self.weight(t_, v.shape).sqrt() * (v.float() - target[k]) for k, v in out.items()}
+        return super().training_losses(weighted, x0, masks, weights=weights, t=t, noise=noise)
 
 if __name__ == "__main__":
     variant, rest = sys.argv[1], sys.argv[2:]
