@@ -100,7 +100,8 @@ def assign_batch(cost, method="hungarian", pinned=None):
     each piece whose position is known (an anchor), -1 for the others; such a piece keeps its cell."""
     if pinned is None:
         return np.stack([assign(c, method) for c in cost])
-    return np.stack([assign(pin(_as_cost(c), p), method) for c, p in zip(cost, np.asarray(pinned.cpu()))])
+    pinned = pinned.cpu().numpy() if isinstance(pinned, torch.Tensor) else np.asarray(pinned)
+    return np.stack([assign(pin(_as_cost(c), p), method) for c, p in zip(cost, pinned)])
 
 
 def pin(c, cells):

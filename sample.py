@@ -49,10 +49,10 @@ SCORED = {"test": "scored once, for the final figures", "val": "model selection"
 # ----------------------------------------------------------------------------
 
 
-def warm_up(solver, puzzles):
-    """Two sampling steps on one puzzle, with noise of their own, before the timed solves: sec_per_puzzle then
-    counts the steady pace, not the first calls' start-up (kernels, allocations)."""
-    batch = to_device(collate([puzzles[0]]), solver.device)
+def warm_up(solver, puzzles, size):
+    """Two sampling steps on a batch of `size` puzzles, with noise of their own, before the timed solves:
+    sec_per_puzzle then counts the steady pace, not the first calls' start-up (kernels, allocations)."""
+    batch = to_device(collate([puzzles[i] for i in range(min(size, len(puzzles)))]), solver.device)
     solver.costs(batch, opts=replace(solver.opts, steps=2, samples=1,
                                      generator=torch.Generator(solver.device).manual_seed(0)))
 
@@ -74,7 +74,7 @@ def score_test_set(args, solver):
                         "optimistic; --calibrate a model trained without it")
     passes, rows, seconds, animation, found, bags = [], [], 0.0, None, [], []
     grid = puzzle.grid if puzzle.kind == "image" else (1, puzzle.pieces)      # videos: one row of time slots
-    warm_up(solver, kind.puzzles(args.split, args.seed))
+    warm_up(solver, kind.puzzles(args.split, args.seed), min(args.batch_size, args.num_puzzles))
     for r in range(args.repeats):
         test = kind.puzzles(args.split, args.seed + r)
         num = min(args.num_puzzles, len(test))

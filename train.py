@@ -88,10 +88,11 @@ def train(config, train_set, eval_batch, ckpt=None, encode=None, notes=()):
     data = training_files(train_set, config.puzzle, before, resuming=ckpt is not None)
     eval_batch = encode(to_device(eval_batch, device))
     log = Log(run.out, (rank, world), step=step, every=run.log_every, max_steps=tc.max_steps)
-    micro = tc.batch_size // (world * tc.accum)
+    micro_size = tc.batch_size // (world * tc.accum)
     for line in [*notes, f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {world} process(es) "
                  f"on {device}{f', {threads} thread(s) each' if threads else ''}; global batch {tc.batch_size} = "
-                 f"{world} process(es) x {tc.accum} micro-batch(es) x {micro} puzzles; step {step} -> {tc.max_steps}"]:
+                 f"{world} process(es) x {tc.accum} micro-batch(es) x {micro_size} puzzles; step {step} -> "
+                 f"{tc.max_steps}"]:
         log.write(line)
     loader = log.timed(batches(train_set, tc, step, ranks=(rank, world), workers=run.workers,
                                pin=device.type == "cuda"))
@@ -104,10 +105,10 @@ def train(config, train_set, eval_batch, ckpt=None, encode=None, notes=()):
         given = given_codes(batch, kind.anchored)                  # the anchor's code is told, never generated
         draws = diffusion.draw(clean_parts(batch, table))          # t and noise of the whole batch, then split
         opt.zero_grad(set_to_none=True)
-        micro = micro_batches(batch, given, draws, tc.accum)
+        parts = micro_batches(batch, given, draws, tc.accum)
         losses = {}
-        for i, (part, share) in enumerate(micro):
-            with no_sync(net, last=i == len(micro) - 1), autocast(device, tc.precision):
+        for i, (part, share) in enumerate(parts):
+            with no_sync(net, last=i == len(parts) - 1), autocast(device, tc.precision):
                 out = puzzle_loss(net, diffusion, part["batch"], table=table, given=part["given"], weights=weights,
                                   t=part["t"], noise=part["noise"])
                 shares = {k: out[k] * share[k] for k in share}   # this micro-batch's part of each batch mean
@@ -305,13 +306,13 @@ def micro_batches(batch, given, draws, k):
     entries of that part. Each part's loss is a mean over generated entries, so the losses times their shares sum
     to the whole batch's losses, and the accumulated gradient is the unsplit step's."""
     t, noise = draws
-    batches_ = [dict(zip(batch, c)) for c in zip(*(v.tensor_split(k) for v in batch.values()))]
+    puzzles = [dict(zip(batch, c)) for c in zip(*(v.tensor_split(k) for v in batch.values()))]
     givens, ts = given.tensor_split(k), t.tensor_split(k)
     noises = [dict(zip(noise, c)) for c in zip(*(v.tensor_split(k) for v in noise.values()))]
     counts = {"code": (~given).sum().clamp(min=1), "content": batch["missing"].sum().clamp(min=1)}
     return [({"batch": b, "given": g, "t": s, "noise": n},
              {"code": (~g).sum() / counts["code"], "content": b["missing"].sum() / counts["content"]})
-            for b, g, s, n in zip(batches_, givens, ts, noises)]
+            for b, g, s, n in zip(puzzles, givens, ts, noises)]
 
 
 def no_sync(net, last):

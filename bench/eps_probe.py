@@ -31,7 +31,7 @@ def probe(path, puzzles=200, seed=0):
     model.load_state_dict(ckpt["ema"])
     model.eval()
     diffusion = GaussianDiffusion(1000, config.prediction)
-    val = kind.puzzles("val", getattr(config.train, "seed", 0))
+    val = kind.puzzles("val", config.train["seed"])                  # train: the stored dict
     batch = collate([val[i] for i in range(min(puzzles, len(val)))])
     table, given = kind.table(), given_codes(batch, kind.anchored)
     fn = model_fn(model, batch["missing"], given)
@@ -42,8 +42,8 @@ def probe(path, puzzles=200, seed=0):
         g = torch.Generator().manual_seed(seed)
         t = torch.full((len(batch["missing"]),), step, dtype=torch.long)
         noise = {k: torch.randn(v.shape, generator=g) for k, v in x0.items()}
-        out = fn(diffusion.noise_parts(x0, masks, t, noise), t)
-        xt = diffusion.noise_parts(x0, masks, t, noise)["code"]
+        noisy = diffusion.noise_parts(x0, masks, t, noise)
+        out, xt = fn(noisy, t), noisy["code"]
         code, _ = diffusion.predict_x0_eps(xt, t, out["code"])
         positions = assign_batch(torch.cdist(code.float(), table[None].expand(len(code), -1, -1)), "hungarian")
         acc = kind.score(positions, batch)["piece_acc"]

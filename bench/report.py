@@ -107,9 +107,10 @@ GROUPS = {
                    "`python -m bench throughput` (`--device cuda`: the (cuda) rows; the (NVIDIA H200) rows: "
                    "`bench/gpu.py`, recorded by `python -m bench gpu-record`)"),
     "loader": ("Data loading (images/s; ms a batch)",
-               "`python -m bench loader`, `loader-quickstart`, `loader-mmnist`, `pace-mmnist`"),
-    "symmetry": ("Symmetries: `--symmetries` against as many samples",
-                 "`python -m bench symmetry`"),
+               "`python -m bench loader`, `loader-quickstart`, `loader-mmnist`, `pace-mmnist`, `loader-imagenet`"),
+    "symmetry": ("Symmetries: the removed `--symmetries` against as many samples", None),
+    "eps-vs-x0": ("eps against x0: held-out val checks, per-t probes, crossed variants",
+                  "`python -m bench.eps_curves runs/eps`, `python -m bench.eps_probe CKPT --record NAME`"),
     "quickstart": ("Quickstart levers: one change each, 200 val puzzles, DDPM-50", None),
     "compute": ("Compute: photo models trained on an H200, scored here",
                 "`python -m bench compute-val` (the checkpoints: `bench/gpu.py`)"),

@@ -78,6 +78,10 @@ def load_checkpoint(path, kind=None):
             from None
     if not isinstance(ckpt, dict) or not {"config", "model", "ema", "step"} <= set(ckpt):
         raise UserError(f"checkpoint {path} is not a jpdvt checkpoint (it lacks config/model/ema/step)")
+    if ckpt.get("format", 1) > FORMAT:
+        raise UserError(f"checkpoint {path} has format {ckpt['format']}, newer than this version's {FORMAT}; update "
+                        "jpdvt (git pull) to read it")
+    ckpt["removed"] = removed_settings(ckpt["config"])
     ckpt["config"] = Config.from_dict(ckpt["config"], path)
     if kind is not None and ckpt["config"].kind != kind:
         raise UserError(f"checkpoint {path} is a {ckpt['config'].kind} model, not a {kind} model; use "
@@ -89,8 +93,8 @@ def export_checkpoint(src, dst):
     """A shippable copy of checkpoint `src` at `dst`: config, EMA weights, step and data record (model, optimizer and
     grad scaler left empty). Returns dst's size in MiB."""
     ck = torch.load(src, map_location="cpu", weights_only=True)
-    save_checkpoint(dst, {"config": ck["config"], "model": {}, "ema": ck["ema"], "opt": {}, "scaler": {},
-                          "step": ck["step"], "data": ck.get("data")})
+    save_checkpoint(dst, {"format": FORMAT, "config": ck["config"], "model": {}, "ema": ck["ema"], "opt": {},
+                          "scaler": {}, "step": ck["step"], "data": ck.get("data")})
     return os.path.getsize(dst) / 2 ** 20
 
 
@@ -128,9 +132,10 @@ MODELS = {"image": DiTConfig, "video": UNetConfig}
 # ADDED: the settings added after the first checkpoints, with the default that an older checkpoint loads with
 TRAIN_KEYS = ("batch_size", "lr", "warmup", "schedule", "max_steps", "ema_decay", "weight_code", "weight_content",
               "precision", "seed", "ckpt_every", "eval_every", "eval_puzzles", "eval_steps", "accum")
-ADDED = {"accum": 1}
-# settings that were removed, dropped when an older checkpoint loads (its behaviour is now the only one)
-REMOVED = ("paired_pictures",)
+ADDED = {"train": {"accum": 1}, "puzzle": {}, "model": {}}
+# settings that were removed, with the value whose behaviour is now the only one: dropped when an older checkpoint
+# loads (a checkpoint that had another value samples as before, but cannot be resumed: its stream is gone)
+REMOVED = {"paired_pictures": False}
 # the checkpoint format: 1 had no "format" key; 2 may lack the settings added later (they load with their defaults)
 FORMAT = 2
 
@@ -164,7 +169,7 @@ class Config:
         parts = {"puzzle": PUZZLES[d["kind"]], "model": MODELS[d["kind"]]}
         check_keys(d, {"kind", "prediction", "train", *parts}, "config", path=path)
         typed = {k: typed_part(c, d[k], f"config.{k}", path=path) for k, c in parts.items()}
-        train = {**ADDED, **d["train"]} if isinstance(d["train"], dict) else d["train"]
+        train = {**ADDED["train"], **d["train"]} if isinstance(d["train"], dict) else d["train"]
         check_keys(train, set(TRAIN_KEYS), "config.train", path=path)
         return cls(prediction=d["prediction"], train=train, **typed)
 
@@ -178,12 +183,17 @@ def check_keys(d, want, where, path):
                         f"({'; '.join(problems) or 'not a dict'}); use a checkpoint written by this version")
 
 
+def removed_settings(config):
+    """{name: value} of the REMOVED settings a stored config holds with another value than today's behaviour."""
+    parts = [v for v in config.values() if isinstance(v, dict)] if isinstance(config, dict) else []
+    return {k: v for part in parts for k, v in part.items() if k in REMOVED and v != REMOVED[k]}
+
+
 def typed_part(cls, d, where, path):
-    """cls(**d), lists back to tuples, after checking that d's keys are cls's fields; a field the checkpoint lacks (a
-    setting added after it was written) takes its default; a removed one (REMOVED) is dropped."""
-    have = {f.name for f in fields(cls)}
+    """cls(**d), lists back to tuples, after checking that d's keys are cls's fields: a field added after the
+    checkpoint was written (ADDED) takes its default, a removed one (REMOVED) is dropped."""
+    part = where.split(".")[-1]
     if isinstance(d, dict):
-        d = {k: v for k, v in d.items() if k not in REMOVED}
-        d = {**{k: v for k, v in asdict(cls()).items() if k not in d}, **d} if set(d) <= have else d
-    check_keys(d, have, where, path=path)
+        d = {**ADDED.get(part, {}), **{k: v for k, v in d.items() if k not in REMOVED}}
+    check_keys(d, {f.name for f in fields(cls)}, where, path=path)
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})

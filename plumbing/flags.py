@@ -70,6 +70,10 @@ def start_run(args, defaults, kind, make_config):
         config.run = run_config(args)
         return config, None, [line]
     ckpt = load_checkpoint(args.resume, kind)
+    if ckpt["removed"]:
+        gone = ", ".join(f"{k} {v}" for k, v in ckpt["removed"].items())
+        raise UserError(f"checkpoint {args.resume} trained with a removed setting ({gone}), so its training stream "
+                        "cannot be continued; start a new run from its weights with --init")
     if not ckpt["model"] or not ckpt["opt"]:
         raise UserError(f"checkpoint {args.resume} holds EMA weights only (a shipped checkpoint) and cannot be "
                         "resumed; use it with sample.py, or resume from a training run's ckpt.pt")
@@ -126,7 +130,8 @@ def add_train_flags(p, defaults):
                                                        f"W processes takes B / W (default {d.batch_size})")
     p.add_argument("--accum", type=positive,
                    help=f"gradient accumulation: split each process's share of --batch-size into K micro-batches, "
-                        f"so the global batch fits in less memory (the same update; default {d.accum})")
+                        f"so the global batch fits in less memory (the same update to float tolerance; default "
+                        f"{d.accum})")
     p.add_argument("--lr", type=positive_float, help=f"AdamW learning rate (default {d.lr}; paper: 1e-4)")
     p.add_argument("--warmup", type=int, help=f"linear learning-rate warmup steps, 0 = none (default {d.warmup})")
     p.add_argument("--schedule", choices=SCHEDULES, help=f"learning-rate schedule (default {d.schedule})")

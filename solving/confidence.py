@@ -250,8 +250,8 @@ def calibrate(path, split, solver, found, bags, per_pass):
 
 def fitted_with(settings):
     """A table's sampling settings as this version names them: those added later at the value older tables were fitted
-    with (FITTED_BEFORE), a removed one (symmetries: always 1) dropped."""
-    return {**FITTED_BEFORE, **{k: v for k, v in settings.items() if k != "symmetries"}}
+    with (FITTED_BEFORE), the removed symmetries dropped where it was 1 (no mirrors, today's only solve)."""
+    return {**FITTED_BEFORE, **{k: v for k, v in settings.items() if not (k == "symmetries" and v == 1)}}
 
 
 class Halfway(Exception):

@@ -28,9 +28,9 @@ SAMPLING = {"steps": 50, "sampler": "ddpm", "samples": 1, "assign": "hungarian"}
 
 
 def solving_threads(device):
-    """On CPU, one compute thread per core but one, unless OMP_NUM_THREADS is set: on a machine busy with other work
-    (a training beside it, a data worker), torch's default of a thread per core makes the threads wait on each other
-    (bench/notes.md). Returns the threads in use, or None on any other device."""
+    """On CPU, one compute thread per core but one, unless OMP_NUM_THREADS is set: beside other work (a training, a
+    data worker), torch's default of a thread per core makes the threads wait on each other. It sets the threads of
+    the whole process. Returns the threads in use, or None on any other device."""
     if device.type != "cpu":
         return None
     if "OMP_NUM_THREADS" not in os.environ:

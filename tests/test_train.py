@@ -6,6 +6,7 @@ import torch
 from conftest import TINY_IMAGE, run, train_image_run
 
 from plumbing.checkpoint import Config, load_checkpoint
+from plumbing.cli import UserError
 
 
 def weights_after(tmp_path, name, *flags):
@@ -61,7 +62,6 @@ def test_micro_batch_gradients_sum_to_the_batch_gradient():
 
 
 def test_accumulation_must_split_the_batch(tmp_path):
-    from plumbing.cli import UserError
     with pytest.raises(UserError, match="--accum 3"):
         train_image_run(*TINY_IMAGE, "--accum", "3", "--max-steps", "1", "--out", tmp_path)
 
@@ -86,11 +86,26 @@ def test_checkpoint_format_and_later_settings_load_with_defaults(tmp_path):
     ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=True)
     assert ckpt["format"] == 2
     old = dict(ckpt["config"], train={k: v for k, v in ckpt["config"]["train"].items() if k != "accum"})
-    old["model"] = {k: v for k, v in old["model"].items() if k != "mlp_dim"}       # as if added later
     back = Config.from_dict(old, "old.pt")
-    assert back.train["accum"] == 1 and back.model.mlp_dim == 512
+    assert back.train["accum"] == 1
     torch.save({**ckpt, "config": old}, tmp_path / "old.pt")
     assert load_checkpoint(tmp_path / "old.pt", kind="image")["config"].train["accum"] == 1
+    lacking = dict(ckpt["config"], model={k: v for k, v in ckpt["config"]["model"].items() if k != "mlp_dim"})
+    with pytest.raises(UserError, match="missing mlp_dim"):                  # not a setting added later: refused
+        Config.from_dict(lacking, "bad.pt")
+    torch.save({**ckpt, "format": 3}, tmp_path / "new.pt")
+    with pytest.raises(UserError, match="has format 3, newer than this version's 2"):
+        load_checkpoint(tmp_path / "new.pt")
+
+
+def test_a_run_with_a_removed_setting_samples_but_does_not_resume(tmp_path):
+    train_image_run(*TINY_IMAGE, "--max-steps", "1", "--eval-every", "0", "--out", tmp_path)
+    ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=True)
+    ckpt["config"]["puzzle"]["paired_pictures"] = True                         # as the Quickstart trained before
+    torch.save(ckpt, tmp_path / "paired.pt")
+    assert load_checkpoint(tmp_path / "paired.pt")["config"].puzzle.grid == (2, 2)
+    with pytest.raises(UserError, match=r"trained with a removed setting \(paired_pictures True\)"):
+        train_image_run("--resume", tmp_path / "paired.pt", "--out", tmp_path / "r")
 
 
 def test_the_final_checkpoint_is_written_once(tmp_path, monkeypatch):
@@ -155,7 +170,7 @@ def test_solving_sets_cpu_threads(monkeypatch):
 
 
 def test_sec_per_puzzle_is_timed_after_a_warm_up(tmp_path, monkeypatch):
-    """sample.py runs two sampling steps on one puzzle, with noise of its own, before it starts the clock."""
+    """sample.py runs two sampling steps on a batch, with noise of its own, before it starts the clock."""
     from conftest import SHAPES_CKPT, sample_run
 
     import sample
@@ -167,4 +182,4 @@ def test_sec_per_puzzle_is_timed_after_a_warm_up(tmp_path, monkeypatch):
     clock = []
     monkeypatch.setattr(sample.time, "time", lambda real=sample.time.time: (clock.append(len(calls)), real())[1])
     m = sample_run("--ckpt", SHAPES_CKPT, "--num-puzzles", "3", "--steps", "3", "--out", tmp_path)
-    assert calls[0] == (2, 1) and calls[1] == (3, 3) and clock[0] == 1 and m["num_puzzles"] == 3
+    assert calls[0] == (2, 3) and calls[1] == (3, 3) and clock[0] == 1 and m["num_puzzles"] == 3
