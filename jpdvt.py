@@ -20,10 +20,12 @@ this file after posenc.py and diffusion.py; the networks are in dit.py and unet3
 - puzzle_loss (training): per-part weighted MSE over the generated entries (each part's mean over its generated
   entries in the batch).
 - solve (inference): sample the codes (and missing content), then give each piece the true position whose code
-  is nearest to its predicted one (a one-to-one assignment: Hungarian, or greedy as the paper's text describes it,
-  piece by piece by L2 distance; the authors' released code uses L1 and, for images, goes position by position).
+  is nearest to its predicted one (a one-to-one assignment: Hungarian, or greedy as the paper's text describes it;
+  metrics.py). A piece whose code is told keeps its cell.
+- Temporal super-resolution (a video use of the same solve): every piece's code is told, and only the missing
+  pieces between them are generated.
 - Images / Videos (kind_of(config)): the table of true codes, the network, the puzzle stream and the scores of each.
-- Solver (load): a checkpoint's EMA network ready to solve test batches and your own bag of pieces.
+- load: a checkpoint's EMA network ready to solve test batches and your own bag of pieces (solving/solver.py).
 
     model = DiT(config.model); diffusion = GaussianDiffusion(1000, config.prediction)
     given = given_codes(batch, anchored=False)
