@@ -5,8 +5,9 @@ Paper: "Masked Jigsaw Transformer Diffusion" (Sec. 3.1) and the supplement's "Pr
 A built-in picture is cut into 9 shuffled pieces, one of them missing, and shuffled piece 0 is anchored (its code is
 told); the shipped shapes model (checkpoints/image-shapes-3x3.pt) computes one training loss on it, then solves it.
 That model trained without missing pieces or an anchor, so their flags are new to it, and the missing piece's
-generated code can take a real piece's cell. The steps: the positional code of every other piece starts as noise, 50 reverse diffusion steps denoise it (and the missing
-piece's pixels), and the pieces get cells one to one by code distance (Hungarian). Then read posenc.py, diffusion.py,
+generated code can take a real piece's cell. The steps: the positional code of every other piece starts as noise,
+50 reverse diffusion steps denoise it (and the missing piece's pixels), and the pieces get cells one to one by code
+distance (Hungarian). Then read posenc.py, diffusion.py,
 jpdvt.py (README, "How to read this code").
 
     python walkthrough.py          # no flags, a few seconds on a CPU
