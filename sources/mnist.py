@@ -51,12 +51,13 @@ MOVINGMNIST_FILE = "mnist_test_seq.npy"   # the fixed standard set: 10000 clips 
 NAMES = {"train": ["train-images-idx3-ubyte", "train-images.idx3-ubyte"],
          "test": ["t10k-images-idx3-ubyte", "t10k-images.idx3-ubyte"]}
 # --download: where the MNIST files are fetched from, in order (torchvision's mirror, then TensorFlow's; both serve
-# the original files), and their md5s (as torchvision lists them)
+# the original files), and the md5 of each file's IDX content (the .gz decompressed): a mirror may compress the
+# same digits anew, so the .gz bytes differ while the content is MNIST's
 MIRRORS = ("https://ossci-datasets.s3.amazonaws.com/mnist/", "https://storage.googleapis.com/cvdf-datasets/mnist/")
-MD5 = {"train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873",
-       "train-labels-idx1-ubyte.gz": "d53e105ee54ea40749a09fcbcd1e9432",
-       "t10k-images-idx3-ubyte.gz": "9fb629c4189551a2d022fa330f9573f3",
-       "t10k-labels-idx1-ubyte.gz": "ec29112dd5afa0611ce80d1b7f02629c"}
+MD5 = {"train-images-idx3-ubyte.gz": "6bbc9ace898e44ae57da46a324031adb",
+       "train-labels-idx1-ubyte.gz": "a25bea736e30d166cdddb491f175f624",
+       "t10k-images-idx3-ubyte.gz": "2646ac647ad5339dbf082846283269ea",
+       "t10k-labels-idx1-ubyte.gz": "27ae3e4e09519cfbb04c329615203637"}
 NET_ERRORS = (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError, ssl.SSLError)
 TIMEOUT = 60          # s without an answer before a mirror counts as down
 CHUNK = 1 << 16       # bytes read at a time
@@ -189,27 +190,27 @@ def load_movingmnist(path):
 # ----------------------------------------------------------------------------
 
 def file_md5(path):
-    """The md5 hex digest of a file, read in chunks."""
+    """The md5 hex digest of a .gz file's decompressed content, read in chunks; None if it is no gzip file."""
     digest = hashlib.md5()
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            digest.update(chunk)
+    try:
+        with gzip.open(path, "rb") as f:
+            while chunk := f.read(CHUNK):
+                digest.update(chunk)
+    except (OSError, EOFError, zlib.error):
+        return None
     return digest.hexdigest()
 
 
 def _stream(url, dest, name):
-    """Copy url into the open binary file dest with a progress bar; returns the md5 of the bytes that came."""
-    digest = hashlib.md5()
+    """Copy url into the open binary file dest with a progress bar."""
     with urllib.request.urlopen(url, timeout=TIMEOUT) as response:
         size = response.headers.get("Content-Length") or ""
         total = int(size) if size.isdigit() else None
         with tqdm(total=total, desc=name, unit="B", unit_scale=True, unit_divisor=1024, leave=False,
                   disable=None) as bar:  # disable=None: no bar when stderr is not a terminal
             while chunk := response.read(CHUNK):
-                digest.update(chunk)
                 dest.write(chunk)
                 bar.update(len(chunk))
-    return digest.hexdigest()
 
 
 def _reason(error):
@@ -237,14 +238,15 @@ def fetch_file(folder, name, mirrors):
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=folder)
         try:
             with os.fdopen(fd, "wb") as f:
-                got = _stream(url, f, name)
+                _stream(url, f, name)
+            got = file_md5(tmp)
             if got == want:
                 os.replace(tmp, path)
                 if failures:
                     print(f"{name}: {'; '.join(failures)}; fetched from {url} instead")
                 return url
             corrupt = True
-            failures.append(f"{url} sent a file with md5 {got}, not {want}")
+            failures.append(f"{url} sent a file whose content has md5 {got}, not {want}")
         except NET_ERRORS as e:
             failures.append(f"{url} failed ({_reason(e)})")
         finally:

@@ -206,12 +206,12 @@ GZ = ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-i
 
 
 def fake_mnist(folder):
-    """The four MNIST .gz names in folder as tiny fake IDX files; returns {name: md5}."""
+    """The four MNIST .gz names in folder as tiny fake IDX files; returns {name: md5 of the IDX content}."""
     write_idx(folder / GZ[0], fake_digits(12), gz=True)
     write_idx(folder / GZ[1], np.arange(12, dtype=np.uint8) % 10, gz=True)
     write_idx(folder / GZ[2], fake_digits(5, value=90), gz=True)
     write_idx(folder / GZ[3], np.arange(5, dtype=np.uint8), gz=True)
-    return {n: hashlib.md5((folder / n).read_bytes()).hexdigest() for n in GZ}
+    return {n: hashlib.md5(gzip.decompress((folder / n).read_bytes())).hexdigest() for n in GZ}
 
 
 @pytest.fixture
@@ -311,3 +311,13 @@ def test_download_errors_are_one_sentence(tmp_path, local_mirrors, capsys):
     assert asked == ["/none/" + GZ[0]]
     help_text = mnist_script.get_parser().format_help()
     assert "--download DIR" in help_text and "--mirror URL" in help_text and mnist.MIRRORS[0] in help_text
+
+
+def test_download_takes_a_mirror_that_compressed_the_same_digits_anew(tmp_path, local_mirrors):
+    """The check is the md5 of the IDX content, so a .gz made again from the same digits is MNIST."""
+    base, _ = local_mirrors
+    good = tmp_path / "www" / "good"
+    for name in GZ:
+        raw = gzip.decompress((good / name).read_bytes())
+        (good / name).write_bytes(gzip.compress(raw, compresslevel=1, mtime=123))   # other .gz bytes
+    assert all(mnist.download(tmp_path / "out", mirrors=[base + "good/"]).values())
