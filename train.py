@@ -155,12 +155,14 @@ def build(config, device, ckpt):
 
 
 def held_out_check(ema, diffusion, batch, config, device):
-    """The EMA model on the held-out batch: DDIM (deterministic, so that successive checks compare), noise seed 0."""
+    """The EMA model on the held-out batch: DDIM (deterministic, so that successive checks compare), noise seed 0, in
+    the training's precision (as sample.py solves)."""
     noise = torch.Generator(device).manual_seed(0)
     opts = SampleOptions(steps=config.train.eval_steps, sampler="ddim", generator=noise)
     kind = jpdvt.kind_of(config)
-    positions, _ = solve(ema, diffusion, batch, table=kind.table().to(device), opts=opts,
-                         given=given_codes(batch, kind.anchored), latent=kind.vae is not None)
+    with autocast(device, config.train.precision):
+        positions, _ = solve(ema, diffusion, batch, table=kind.table().to(device), opts=opts,
+                             given=given_codes(batch, kind.anchored), latent=kind.vae is not None)
     metrics = kind.score(positions, batch)
     return metrics, " ".join(f"{k} {v:.4f}" for k, v in metrics.items())
 

@@ -183,3 +183,14 @@ def test_sec_per_puzzle_is_timed_after_a_warm_up(tmp_path, monkeypatch):
     monkeypatch.setattr(sample.time, "time", lambda real=sample.time.time: (clock.append(len(calls)), real())[1])
     m = sample_run("--ckpt", SHAPES_CKPT, "--num-puzzles", "3", "--steps", "3", "--out", tmp_path)
     assert calls[0] == (2, 3) and calls[1] == (3, 3) and clock[0] == 1 and m["num_puzzles"] == 3
+
+
+def test_the_held_out_check_solves_in_the_training_precision(tmp_path, monkeypatch):
+    """Training's check solves under the same autocast as training (and as sample.py): bf16 here when asked."""
+    import train
+    seen = []
+    real = train.autocast
+    monkeypatch.setattr(train, "autocast", lambda device, precision: (seen.append(precision), real(device,
+                                                                                                      precision))[1])
+    train_image_run(*TINY_IMAGE, "--max-steps", "1", "--eval-every", "0", "--precision", "bf16", "--out", tmp_path)
+    assert seen == ["bf16", "bf16"]                                  # the step, then the final check
