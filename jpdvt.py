@@ -22,8 +22,8 @@ this file after posenc.py and diffusion.py; the networks are in dit.py and unet3
 - solve (inference): sample the codes (and missing content), then give each piece the true position whose code
   is nearest to its predicted one (a one-to-one assignment: Hungarian, or greedy as the paper's text describes it;
   metrics.py). A piece whose code is told keeps its cell.
-- Temporal super-resolution (a video use of the same solve): every piece's code is told, and only the missing
-  pieces between them are generated.
+- Temporal super-resolution (a video use of the same solve): the code of every given piece is told, and only the
+  missing pieces between them are generated.
 - Images / Videos (kind_of(config)): the table of true codes, the network, the puzzle stream and the scores of each.
 - load: a checkpoint's EMA network ready to solve test batches and your own bag of pieces (solving/solver.py).
 

@@ -32,8 +32,8 @@ def get_parser():
                                 "(train_video.py --dataset movingmnist --data-dir DIR).")
     p.add_argument("--download", metavar="DIR",
                    help="fetch the four MNIST .gz files (train and t10k images and labels) into DIR, created if "
-                        "needed; each file's md5 is checked, a corrupt one is not kept, and files already there with "
-                        "the right md5 are not fetched again")
+                        "needed; the md5 of each file's decompressed content is checked, a corrupt one is not kept, "
+                        "and files already there with the right md5 are not fetched again")
     p.add_argument("--mirror", metavar="URL",
                    help="fetch from this base URL (the file names are appended to it) instead of the built-in "
                         f"mirrors, tried in order: {', '.join(mnist_files.MIRRORS)}")

@@ -257,8 +257,10 @@ def get_parser():
     p.add_argument("--batch-size", type=positive, default=50, help="puzzles solved at once")
     p.add_argument("--device", default="auto",
                    help="auto (a CUDA GPU, else a Mac's GPU, mps, else the CPU), cpu, cuda, cuda:N or mps")
-    p.add_argument("--precision", default="auto", choices=PRECISIONS,
-                   help="as in training: auto = bf16 autocast on CUDA, fp32 on CPU and mps")
+    p.add_argument("--precision", default=None, choices=PRECISIONS,
+                   help="arithmetic: auto (the default: bf16 autocast on CUDA, fp32 on CPU and mps, as in training); "
+                        "with --pieces and --frames the default is the precision the confidence tables were fitted "
+                        "with (fp32 for the shipped checkpoints), so that their confidence applies")
     p.add_argument("--vae", default=None, help="latent video checkpoints: the autoencoder folder, if it moved since "
                                                "training (default: the training run's)")
     return p

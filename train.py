@@ -156,7 +156,7 @@ def build(config, device, ckpt):
 
 def held_out_check(ema, diffusion, batch, config, device):
     """The EMA model on the held-out batch: DDIM (deterministic, so that successive checks compare), noise seed 0, in
-    the training's precision (as sample.py solves)."""
+    the training's precision."""
     noise = torch.Generator(device).manual_seed(0)
     opts = SampleOptions(steps=config.train.eval_steps, sampler="ddim", generator=noise)
     kind = jpdvt.kind_of(config)

@@ -93,6 +93,9 @@ def export_checkpoint(src, dst):
     """A shippable copy of checkpoint `src` at `dst`: config, EMA weights, step and data record (model, optimizer and
     grad scaler left empty). Returns dst's size in MiB."""
     ck = torch.load(src, map_location="cpu", weights_only=True)
+    if ck.get("format", 1) > FORMAT:
+        raise UserError(f"checkpoint {src} has format {ck['format']}, newer than this version's {FORMAT}; update "
+                        "jpdvt (git pull) to export it")
     save_checkpoint(dst, {"format": FORMAT, "config": ck["config"], "model": {}, "ema": ck["ema"], "opt": {},
                           "scaler": {}, "step": ck["step"], "data": ck.get("data")})
     return os.path.getsize(dst) / 2 ** 20
@@ -169,7 +172,9 @@ class Config:
         parts = {"puzzle": PUZZLES[d["kind"]], "model": MODELS[d["kind"]]}
         check_keys(d, {"kind", "prediction", "train", *parts}, "config", path=path)
         typed = {k: typed_part(c, d[k], f"config.{k}", path=path) for k, c in parts.items()}
-        train = {**ADDED["train"], **d["train"]} if isinstance(d["train"], dict) else d["train"]
+        train = d["train"]
+        if isinstance(train, dict):
+            train = {**ADDED["train"], **{k: v for k, v in train.items() if k not in REMOVED}}
         check_keys(train, set(TRAIN_KEYS), "config.train", path=path)
         return cls(prediction=d["prediction"], train=train, **typed)
 

@@ -301,7 +301,8 @@ class Calibrated:
         with (missing: the numbers of missing pieces with a table)."""
         now, cal = settings or self.settings(), self.calibration
         fitted = {**fitted_with(cal["settings"]), "missing": sorted(cal["tables"])}
-        out = {k: (fitted.get(k), v) for k, v in now.items() if k != "missing" and fitted.get(k) != v}
+        keys = (set(now) | set(fitted)) - {"missing"}                # a setting only the table has differs too
+        out = {k: (fitted.get(k), now.get(k)) for k in sorted(keys) if fitted.get(k) != now.get(k)}
         return out | ({} if now["missing"] in cal["tables"] else {"missing": (fitted["missing"], now["missing"])})
 
     def mismatch(self, settings=None):

@@ -20,11 +20,11 @@ from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import autocast, resolve_device
 from posenc import grid_table
 from solving.bag import order_clips, solve_image_bag
-from solving.confidence import Calibrated
+from solving.confidence import Calibrated, fitted_with
 from sources.vae import load_codec
 
 # sample.py's sampling defaults; a bag of pieces takes its confidence table's settings instead (sampling_defaults)
-SAMPLING = {"steps": 50, "sampler": "ddpm", "samples": 1, "assign": "hungarian"}
+SAMPLING = {"steps": 50, "sampler": "ddpm", "samples": 1, "assign": "hungarian", "precision": "auto"}
 
 
 def solving_threads(device):
@@ -64,11 +64,14 @@ class Solver(Calibrated):
 
     @classmethod
     def load(cls, path, device="auto", opts=None):
-        """The solver of checkpoint `path` with sampling_defaults (the sampling its confidence table was fitted with,
-        else sample.py's: DDPM-50, Hungarian, 1 sample), noise seed 0; opts overrides them."""
+        """The solver of checkpoint `path` with sampling_defaults (the sampling and precision its confidence table
+        was fitted with, else sample.py's: DDPM-50, Hungarian, 1 sample, auto precision), noise seed 0; opts
+        overrides the sampling."""
         ckpt, device = load_checkpoint(path), resolve_device(device)
-        opts = opts or SampleOptions(generator=torch.Generator(device).manual_seed(0), **sampling_defaults(ckpt))
-        return cls(ckpt["config"], ckpt, device=device, precision="auto", opts=opts)
+        sampling = sampling_defaults(ckpt)
+        precision = sampling.pop("precision")
+        opts = opts or SampleOptions(generator=torch.Generator(device).manual_seed(0), **sampling)
+        return cls(ckpt["config"], ckpt, device=device, precision=precision, opts=opts)
 
     def costs(self, batch, given=None, callback=None, grid=None, opts=None):
         """(cost (B, N, positions), content with missing pieces generated) of a batch of pixel puzzles
@@ -116,7 +119,9 @@ class Solver(Calibrated):
 
 
 def sampling_defaults(ckpt):
-    """{steps, sampler, samples, assign} to solve a bag of pieces with: SAMPLING, replaced by the settings of the
-    checkpoint's confidence table, if it has one (jpdvt.load and sample.py --pieces / --frames)."""
-    fitted = (ckpt.get("calibration") or {}).get("settings", {})
+    """{steps, sampler, samples, assign, precision} to solve a bag of pieces with: SAMPLING, replaced by the settings
+    of the checkpoint's confidence table, if it has one (jpdvt.load and sample.py --pieces / --frames), so that its
+    confidence applies: a table fitted in fp32 on a CPU solves in fp32 on a GPU too."""
+    cal = ckpt.get("calibration")
+    fitted = fitted_with(cal["settings"]) if cal else {}
     return {k: fitted.get(k, v) for k, v in SAMPLING.items()}

@@ -246,7 +246,8 @@ def fetch_file(folder, name, mirrors):
                     print(f"{name}: {'; '.join(failures)}; fetched from {url} instead")
                 return url
             corrupt = True
-            failures.append(f"{url} sent a file whose content has md5 {got}, not {want}")
+            failures.append(f"{url} sent a file that is not gzip" if got is None else
+                            f"{url} sent a file whose content has md5 {got}, not {want}")
         except NET_ERRORS as e:
             failures.append(f"{url} failed ({_reason(e)})")
         finally:

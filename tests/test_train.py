@@ -194,3 +194,24 @@ def test_the_held_out_check_solves_in_the_training_precision(tmp_path, monkeypat
                                                                                                       precision))[1])
     train_image_run(*TINY_IMAGE, "--max-steps", "1", "--eval-every", "0", "--precision", "bf16", "--out", tmp_path)
     assert seen == ["bf16", "bf16"]                                  # the step, then the final check
+
+
+def test_a_table_fitted_with_mirrors_does_not_describe_a_plain_solve(tmp_path):
+    """The removed --symmetries: a table fitted with 4 mirrors is refused, one fitted with 1 still applies."""
+    from conftest import SHAPES_CKPT
+
+    from solving.solver import Solver
+    solver = Solver.load(SHAPES_CKPT, device="cpu")
+    assert solver.calibrated()                                    # its table: symmetries 1
+    solver.calibration = {**solver.calibration, "settings": {**solver.calibration["settings"], "symmetries": 4}}
+    assert not solver.calibrated() and "symmetries: 4 -> None" in solver.mismatch()
+
+
+def test_a_bag_solves_in_the_precision_its_table_was_fitted_with():
+    """jpdvt.load takes the table's precision (fp32 for the shipped ones), so its confidence applies on a GPU too."""
+    from conftest import SHAPES_CKPT
+
+    from solving.solver import sampling_defaults
+    ckpt = load_checkpoint(SHAPES_CKPT)
+    assert sampling_defaults(ckpt)["precision"] == "fp32"
+    assert sampling_defaults({**ckpt, "calibration": None})["precision"] == "auto"
