@@ -51,8 +51,9 @@ def curves(root):
     for run in RUNS:
         for p in COLOURS:
             log = os.path.join(root, f"{run}-{p}", "log.txt")
-            if os.path.exists(log):
-                found.setdefault(run, {})[p] = checks(log)
+            points = checks(log) if os.path.exists(log) else []
+            if points:                                        # a run not yet at its first check is left out
+                found.setdefault(run, {})[p] = points
     return found
 
 
@@ -76,7 +77,7 @@ def draw(found, path):
             d.line(pts, fill=COLOURS[p], width=2)
             for x, y in pts:
                 d.ellipse([x - 3, y - 3, x + 3, y + 3], fill=COLOURS[p])
-            d.text((x1 - 40, y0 + 4 + 16 * k), p, fill=COLOURS[p], font=f)
+            d.text((x1 - 40, y0 + 90 + 16 * k), p, fill=COLOURS[p], font=f)
     img.save(path)
 
 
