@@ -28,7 +28,7 @@ from solving.pictures import font
 RUNS = {"shapes": "built-in shapes 3x3, tiny DiT (the Quickstart recipe)",
         "photos": "photos 3x3, 24 px pieces (the shipped photo recipe, 5000 steps)",
         "mmnist": "Moving MNIST 5 x 4, 32 px, the paper's video settings, tiny U-Net"}
-METRIC = {"shapes": "piece_acc", "photos": "piece_acc", "mmnist": "exact"}
+METRIC = {"shapes": "piece_acc", "photos": "piece_acc", "mmnist": "kendall"}         # kendall: lower is better
 # the crossed variants of bench/eps_variants.py on the shapes recipe (2000 steps): their held-out checks as rows
 VARIANTS = {"x0-snr": "an x0 network, the eps loss's weighting", "eps-x0w": "an eps network, the x0 loss's weighting"}
 COLOURS = {"eps": (200, 40, 40), "x0": (40, 90, 200)}
@@ -64,7 +64,8 @@ def draw(found, path):
     for i, (run, series) in enumerate(found.items()):
         x0, y0, x1, y1 = 70 + 330 * i, 40, 340 + 330 * i, 240
         last = max(s for points in series.values() for s, _ in points)
-        d.text((x0, y0 - 24), f"{run}: {METRIC[run].replace('_', ' ')} (val)", fill=(0, 0, 0), font=f)
+        lower = " (lower is better)" if METRIC[run] == "kendall" else ""
+        d.text((x0, y0 - 24), f"{run}: {METRIC[run].replace('_', ' ')} (val){lower}", fill=(0, 0, 0), font=f)
         d.line([(x0, y1), (x1, y1)], fill=(0, 0, 0))
         d.line([(x0, y0), (x0, y1)], fill=(0, 0, 0))
         for v in (0, 0.5, 1):
@@ -88,14 +89,14 @@ def main(root):
             for step, metrics in points:
                 save_result(f"eps-vs-x0 {run} {p} step {step}", {
                     "group": "eps-vs-x0", "train_minutes": 0.0, "metrics": {**metrics, "split": "val", "step": step},
-                    "command": f"python -m bench.eps_curves {root} ({RUNS[run]}, --prediction {p})"})
+                    "command": f"python -m bench.eps_curves {root}", "note": f"{RUNS[run]}, --prediction {p}"})
     for v, what in VARIANTS.items():
         log = os.path.join(root, f"shapes-{v}", "log.txt")
         for step, metrics in checks(log) if os.path.exists(log) else []:
             save_result(f"eps-vs-x0 variant {v} step {step}", {
                 "group": "eps-vs-x0", "train_minutes": 0.0, "metrics": {**metrics, "split": "val", "step": step},
-                "command": f"python -m bench.eps_variants {v} --max-steps 2000 --eval-every 1000 --eval-puzzles 200 "
-                           f"({what})"})
+                "command": f"python -m bench.eps_variants {v} --max-steps 2000 --eval-every 1000 --eval-puzzles 200",
+                "note": what})
     draw(found, os.path.join("docs", "eps-vs-x0.png"))
     print(json.dumps({run: {p: [(s, m[METRIC[run]]) for s, m in pts] for p, pts in s_.items()}
                       for run, s_ in found.items()}))
