@@ -197,8 +197,9 @@ def reliability_of(solver, found):
             "real_gated": float(solver.no_puzzle(found[4]).mean())}
 
 
-# settings added to the tables after the first were fitted, with what those were fitted with (on CPU: fp32)
-FITTED_BEFORE = {"precision": "fp32"}
+# a table's settings that it may not record, with their value (the tables that do not record the precision were
+# fitted on a CPU, in fp32)
+TABLE_DEFAULTS = {"precision": "fp32"}
 CALIBRATION_PUZZLES = 100       # --calibrate fits no table on fewer val puzzles (passes count: 20 pictures x 5 passes)
 
 
@@ -249,9 +250,9 @@ def calibrate(path, split, solver, found, bags, per_pass):
 
 
 def fitted_with(settings):
-    """A table's sampling settings as this version names them: those added later at the value older tables were fitted
-    with (FITTED_BEFORE), the removed symmetries dropped where it was 1 (no mirrors, today's only solve)."""
-    return {**FITTED_BEFORE, **{k: v for k, v in settings.items() if not (k == "symmetries" and v == 1)}}
+    """A table's sampling settings, those it does not record at TABLE_DEFAULTS; symmetries 1 (no mirrors, the only
+    solve there is) is the same as no entry."""
+    return {**TABLE_DEFAULTS, **{k: v for k, v in settings.items() if not (k == "symmetries" and v == 1)}}
 
 
 class Halfway(Exception):
