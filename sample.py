@@ -28,8 +28,8 @@ from tqdm import tqdm
 
 import jpdvt
 from diffusion import SAMPLERS
-from jpdvt import SampleOptions, given_codes, pinned_cells
-from metrics import ASSIGNERS, assign_batch
+from jpdvt import SampleOptions, given_codes
+from metrics import ASSIGNERS
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import PRECISIONS, Removed, UserError, positive, resolve_device, run_cli
 from puzzles import DATASETS, FOLDER_DATASETS, VIDEO_DATASETS, collate, to_device
@@ -90,8 +90,7 @@ def score_test_set(args, solver):
             batch = to_device(batch, solver.device)
             rec = Recorder() if args.animate and r == 0 and start == 0 else None
             t = time.time()
-            cost, content = solver.costs(batch, callback=rec)   # with the assignment below: as jpdvt.solve
-            pos = assign_batch(cost, args.assign, pinned=pinned_cells(batch, given_codes(batch, kind.anchored)))
+            pos, content = solver.solve_batch(batch, callback=rec)   # jpdvt.solve: the codes, then the assignment
             seconds += time.time() - t
             if args.calibrate or solver.calibrated():         # the confidence's evidence: one more network call
                 counted = ~given_codes(batch, kind.anchored) & (~batch["missing"] if puzzle.kind == "image" else True)

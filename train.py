@@ -33,7 +33,7 @@ import jpdvt
 from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, clean_parts, given_codes, puzzle_loss, solve
 from plumbing.checkpoint import FORMAT, load_checkpoint, save_checkpoint, training_files
-from plumbing.cli import UserError, autocast, resolve_device
+from plumbing.cli import UserError, autocast, cpu_threads, resolve_device
 from puzzles import to_device
 
 SCHEDULES = {"constant": "constant after the warm-up (the paper states no learning-rate schedule)",
@@ -222,21 +222,6 @@ def setup_distributed(device_arg):
         torch.cuda.set_device(local)
         return rank, world, torch.device("cuda", local)
     return rank, world, device
-
-
-def cpu_threads(device, world, workers):
-    """On CPU: one compute thread per core left free by the data workers of this machine's processes, unless
-    OMP_NUM_THREADS is set (torchrun sets it to 1 when it starts several processes per machine). Torch's default, a
-    thread per core, makes the workers and the step fight for the cores.
-    Exact resume holds for the same thread count (the same cores and --workers). Returns the threads in use, or None
-    on any other device."""
-    if device.type != "cpu":
-        return None
-    if "OMP_NUM_THREADS" not in os.environ:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        per_machine = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-        torch.set_num_threads(max(1, cores // per_machine - workers))
-    return torch.get_num_threads()
 
 
 def resume_or_init(ckpt, init, config, objects):

@@ -13,6 +13,7 @@ file and says what to do; `run_cli` turns it into one `error: ...` line and exit
 import argparse
 import contextlib
 import math
+import os
 import re
 import sys
 
@@ -116,6 +117,21 @@ def resolve_device(device_arg):
         raise UserError("--device mps was asked for but this machine has no Apple GPU (Metal); use --device auto or "
                         "cpu")
     return torch.device(device_arg)
+
+
+def cpu_threads(device, world, workers):
+    """On CPU: one compute thread per core left free by the data workers of this machine's processes, unless
+    OMP_NUM_THREADS is set (torchrun sets it to 1 when it starts several processes per machine). Torch's default, a
+    thread per core, makes the workers and the step fight for the cores.
+    Exact resume holds for the same thread count (the same cores and --workers). Returns the threads in use, or None
+    on any other device."""
+    if device.type != "cpu":
+        return None
+    if "OMP_NUM_THREADS" not in os.environ:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        per_machine = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+        torch.set_num_threads(max(1, cores // per_machine - workers))
+    return torch.get_num_threads()
 
 
 def arithmetic(device, precision):

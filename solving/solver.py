@@ -8,7 +8,6 @@ autoencoder.
     solver = jpdvt.load("checkpoints/image-photos-3x3.pt")
     result = solver.solve(pieces, seed=0)      # result.positions, .confidence, .puzzle_confidence, .image
 """
-import os
 from dataclasses import replace
 
 import torch
@@ -17,7 +16,7 @@ from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, code_costs, given_codes, kind_of, pinned_cells
 from metrics import assign_batch
 from plumbing.checkpoint import load_checkpoint
-from plumbing.cli import autocast, resolve_device
+from plumbing.cli import autocast, cpu_threads, resolve_device
 from posenc import grid_table
 from solving.bag import order_clips, solve_image_bag
 from solving.confidence import Calibrated, fitted_with
@@ -25,18 +24,6 @@ from sources.vae import load_codec
 
 # sample.py's sampling defaults; a bag of pieces takes its confidence table's settings instead (sampling_defaults)
 SAMPLING = {"steps": 50, "sampler": "ddpm", "samples": 1, "assign": "hungarian", "precision": "auto"}
-
-
-def solving_threads(device):
-    """On CPU, one compute thread per core but one, unless OMP_NUM_THREADS is set: beside other work (a training, a
-    data worker), torch's default of a thread per core makes the threads wait on each other. It sets the threads of
-    the whole process. Returns the threads in use, or None on any other device."""
-    if device.type != "cpu":
-        return None
-    if "OMP_NUM_THREADS" not in os.environ:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        torch.set_num_threads(max(1, cores - 1))
-    return torch.get_num_threads()
 
 
 class Solver(Calibrated):
@@ -50,7 +37,8 @@ class Solver(Calibrated):
         self.seed = seed                                          # solve(pieces)'s noise unless told another
         if opts.generator is None:
             self.opts = replace(opts, generator=torch.Generator(device).manual_seed(seed))
-        self.threads = solving_threads(device)
+        self.threads = cpu_threads(device, world=1, workers=1)   # a core left free, as beside a data worker: on
+        # a machine busy with other work, a thread per core makes the solve's threads wait on each other
         self.data = ckpt.get("data")                              # training files' record (sources.files.split_seen)
         self.calibration = ckpt.get("calibration")                # solving.confidence.calibrate's tables, fitted on val
         self.generates = ckpt["config"].puzzle.missing > 0        # trained with missing pieces: generates them

@@ -158,13 +158,14 @@ def test_solving_sets_cpu_threads(monkeypatch):
     """On CPU, one thread per core but one (unless OMP_NUM_THREADS says otherwise), as training does."""
     import os
 
-    from solving.solver import solving_threads
+    from conftest import SHAPES_CKPT
+
+    from solving.solver import Solver
     before = torch.get_num_threads()
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     try:
-        assert solving_threads(torch.device("cpu")) == 1
-        assert solving_threads(torch.device("meta")) is None
+        assert Solver.load(SHAPES_CKPT, device="cpu").threads == 1 and torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
 
