@@ -1,7 +1,7 @@
 """
 Conditional DDPM over several named parts at once, as JPDVT uses it.
 
-Paper: "Masked Jigsaw Transformer Diffusion" (Sec. 3.1) and the supplement "Conditional Diffusion Models".
+Paper: Sec. 3.1, "Masked Jigsaw Transformer Diffusion", and the supplement "Conditional Diffusion Models".
 A puzzle state is a dict of parts, e.g. {"code": L (B, N, 32), "content": E (B, N, C, H, W)}. Each part has a
 mask of the entries that are *generated*: positional codes of every piece (except an anchored one), and the
 content of missing pieces. Unmasked entries are known and stay clean at every step, which is the paper's

@@ -2,8 +2,8 @@
 The JPDVT method, for images and videos alike: the training objective, the solver, and what differs between image
 and video puzzles. The user's entry point: `jpdvt.load(checkpoint).solve(pieces)`.
 
-Paper: "Masked Jigsaw Transformer Diffusion" (Sec. 3.1) and the supplement's "Predicted position encodings". Read
-this file after posenc.py and diffusion.py; the networks are in dit.py and unet3d.py, the puzzles in puzzles.py.
+Paper: Sec. 3.1, "Masked Jigsaw Transformer Diffusion", and the supplement's "Predicted position encodings".
+Read this file after posenc.py and diffusion.py; the networks are in dit.py and unet3d.py, the puzzles in puzzles.py.
 
 - A puzzle batch is {content (B, N, ...) pieces in shuffled order, true_pos (B, N) the true position of each
   piece, missing (B, N) bool}. Its diffusion state has two parts: "code", the positional code of every piece (the
@@ -21,7 +21,9 @@ this file after posenc.py and diffusion.py; the networks are in dit.py and unet3
   entries in the batch).
 - solve (inference): sample the codes (and missing content), then give each piece the true position whose code
   is nearest to its predicted one (a one-to-one assignment: Hungarian, or greedy as the paper's text describes it;
-  metrics.py). A piece whose code is told keeps its cell.
+  metrics.py). A piece whose code is told keeps its cell. A missing piece takes part like the others: the cell its
+  generated code gets is where its generated content goes, and it can take a real piece's cell (the displaced real
+  piece then counts as wrong).
 - Temporal super-resolution (a video use of the same solve): the code of every given piece is told, and only the
   missing pieces between them are generated.
 - Images / Videos (kind_of(config)): the table of true codes, the network, the puzzle stream and the scores of each.
@@ -55,7 +57,8 @@ from unet3d import UNet3D
 
 def load(path, device="auto"):
     """A trained checkpoint ready to solve your own pieces: a solving.solver.Solver (the network, its settings, the
-    confidence, the autoencoder of a latent model) with the sampling its checkpoint names, noise seed 0.
+    confidence, the autoencoder of a latent model) with the sampling its checkpoint names, noise seed 0. On a CPU it
+    sets torch's thread count for the process, as training does: one per core but one, unless OMP_NUM_THREADS is set.
 
         solver = jpdvt.load("checkpoints/image-photos-3x3.pt")
         result = solver.solve(pieces, seed=0)     # result.positions, .confidence, .puzzle_confidence, .image
@@ -170,7 +173,7 @@ class Images:
     inputs = ("image", "pieces")             # sample.py flags that take your own data
     reported = ("grid", "piece_size", "gap", "anchor")   # copied into sample.py's metrics.json
     pictured = 8                             # test puzzles pictured by sample.py
-    solved = "puzzle_acc"                    # the metric of fully solved puzzles
+    solved_metric = "puzzle_acc"             # the metric of fully solved puzzles
     counted = ("piece_acc and puzzle_acc count the pieces with content that the model had to place, not the anchored "
                "one (whose position the model is told); missing pieces are generated and not scored")
 
@@ -204,7 +207,7 @@ class Videos:
     inputs = ("video", "frames", "superres")
     reported = ("pieces", "frames_per_piece", "size", "frame_stride")
     pictured = 4
-    solved = "exact"
+    solved_metric = "exact"
     counted = ("kendall and exact compare every piece's slot, generated pieces included, each against the slot of the "
                "clip it replaced (strict); kendall_set and exact_set compare the slots of generated pieces as a set "
                "(they start as interchangeable noise); the anchor (first piece) counts in all four; kendall_rev is the "

@@ -37,8 +37,7 @@ from solving.animate import Recorder, puzzle_animation
 from solving.confidence import calibrate, check_val_size, gather, reliability_of
 from solving.own import order_clip, refuse_conflicts, solve_photo, solve_pieces, superres, test_settings
 from solving.pictures import picture, save_pictures
-from solving.seams import bag_seams
-from solving.solver import SAMPLING, Solver, sampling_defaults
+from solving.solver import Solver, sampling_defaults
 from sources.files import split_seen
 
 SCORED = {"test": "scored once, for the final figures", "val": "model selection"}
@@ -72,8 +71,7 @@ def score_test_set(args, solver):
     if args.calibrate and seen:
         raise UserError(f"{args.ckpt} trained on the {args.split} split, so a confidence fitted on it would be "
                         "optimistic; --calibrate a model trained without it")
-    passes, rows, seconds, animation, found, bags = [], [], 0.0, None, [], []
-    grid = puzzle.grid if puzzle.kind == "image" else (1, puzzle.pieces)      # videos: one row of time slots
+    passes, rows, seconds, animation, found = [], [], 0.0, None, []
     warm_up(solver, kind.puzzles(args.split, args.seed), min(args.batch_size, args.num_puzzles))
     for r in range(args.repeats):
         test = kind.puzzles(args.split, args.seed + r)
@@ -81,7 +79,7 @@ def score_test_set(args, solver):
         if r == 0 and num < args.num_puzzles:
             print(f"note: the {args.split} split holds only {len(test)} puzzles; solving {num}")
         if r == 0 and args.calibrate:
-            check_val_size(num, args.repeats)                 # before solving
+            check_val_size(num * args.repeats)                # before solving
         solver.opts.generator.manual_seed(args.seed + r)
         positions, truth = [], []
         for start in tqdm(range(0, num, args.batch_size), unit="batch",
@@ -94,9 +92,7 @@ def score_test_set(args, solver):
             seconds += time.time() - t
             if args.calibrate or solver.calibrated():         # the confidence's evidence: one more network call
                 counted = ~given_codes(batch, kind.anchored) & (~batch["missing"] if puzzle.kind == "image" else True)
-                found.append(gather(solver, batch, pos, counted, grid, before=sum(len(f[2]) for f in found)))
-            if args.calibrate:
-                bags.append(bag_seams(solver, batch, grid, seed=args.seed + r * 1000 + start) or {})
+                found.append(gather(solver, batch, pos, counted, before=sum(len(f[2]) for f in found)))
             if rec:
                 animation = puzzle_animation(os.path.join(args.out, "solving.gif"), rec, solver, batch=batch,
                                            positions=pos)
@@ -112,14 +108,15 @@ def score_test_set(args, solver):
                "counted": kind.counted, "num_puzzles": num, "sec_per_puzzle": seconds / (num * args.repeats),
                "dataset": puzzle.dataset, "split": args.split, "missing": puzzle.missing, "sampler": args.sampler,
                "steps": args.steps, "samples": args.samples, "assign": args.assign, "seed": args.seed,
+               "precision": solver.settings()["precision"],
                "repeats": args.repeats, "ckpt": args.ckpt, "train_step": solver.step, "split_seen": seen}
     if args.repeats > 1:
         metrics["passes"] = passes
     metrics.update({k: getattr(puzzle, k) for k in kind.reported})
     found = [np.concatenate(part) for part in zip(*found)]   # piece margins, correct; puzzle margins, correct;
-    # bag_evidence; the puzzle of each piece
+    # the puzzle of each piece
     if args.calibrate:
-        metrics["calibration"] = calibrate(args.ckpt, args.split, solver, found, bags, per_pass=num)
+        metrics["calibration"] = calibrate(args.ckpt, args.split, solver, found)
     elif solver.calibration is not None and not solver.calibrated():
         print(f"note: no confidence reported: the checkpoint's table was fitted with other settings "
               f"({solver.mismatch()}); rerun --split val --calibrate with these")
@@ -130,8 +127,8 @@ def score_test_set(args, solver):
     path, shown = save_pictures(kind, args.out, rows)
     summary = kind.summary(metrics)
     if args.repeats > 1:
-        summary += f" (mean of {args.repeats} passes; {kind.solved} of each: " + \
-            " ".join(f"{p[kind.solved]:.3f}" for p in passes) + ")"
+        summary += f" (mean of {args.repeats} passes; {kind.solved_metric} of each: " + \
+            " ".join(f"{p[kind.solved_metric]:.3f}" for p in passes) + ")"
     ensemble = f" x{args.samples} samples" if args.samples > 1 else ""
     unseen = "" if not seen else f" (NOT held out: the model trained on this {args.split} split)"
     print(f"{num} puzzles ({args.sampler}-{args.steps}{ensemble}, {args.assign}): {summary}, "
@@ -153,8 +150,7 @@ def main(args):
     refuse_conflicts(args)
     ckpt = load_checkpoint(args.ckpt)
     config = ckpt["config"]
-    own = sampling_defaults(ckpt) if args.pieces or args.frames else SAMPLING   # jpdvt.load's, for a bag of pieces
-    for name, value in own.items():
+    for name, value in sampling_defaults(ckpt).items():      # the checkpoint's estimator, as jpdvt.load's
         if getattr(args, name) is None:
             setattr(args, name, value)
     if args.out is None:                                       # a folder of pieces: its answer next to it
@@ -200,8 +196,8 @@ def get_parser():
                    help="solve the test puzzles this many times, pass r with the shuffles and noise of --seed + r, and "
                         "report the mean (for small test folders, whose single pass is a noisy estimate)")
     p.add_argument("--steps", type=positive, help="sampling steps (respaced out of T = 1000; default 50). "
-                   "This and the next three flags default, with --pieces and --frames, to the settings the "
-                   "checkpoint's confidence table was fitted with, as jpdvt.load does")
+                   "This flag, the next three and --precision default to the checkpoint's estimator, the settings "
+                   "chosen on val and its confidence table fitted with (as jpdvt.load does), if it has one")
     p.add_argument("--sampler", choices=SAMPLERS,
                    help="ddpm (default; ancestral: fresh noise at every respaced step) or ddim (deterministic, eta = "
                         "0: only the starting noise is random)")
@@ -257,9 +253,8 @@ def get_parser():
     p.add_argument("--device", default="auto",
                    help="auto (a CUDA GPU, else a Mac's GPU, mps, else the CPU), cpu, cuda, cuda:N or mps")
     p.add_argument("--precision", default=None, choices=PRECISIONS,
-                   help="arithmetic: auto (the default: bf16 autocast on CUDA, fp32 on CPU and mps, as in training); "
-                        "with --pieces and --frames the default is the precision the confidence tables were fitted "
-                        "with (fp32 for the shipped checkpoints), so that their confidence applies")
+                   help="arithmetic: auto (bf16 autocast on CUDA, fp32 on CPU and mps, as in training); the default "
+                        "is the precision of the checkpoint's estimator (fp32 for the shipped checkpoints), else auto")
     p.add_argument("--vae", default=None, help="latent video checkpoints: the autoencoder folder, if it moved since "
                                                "training (default: the training run's)")
     return p

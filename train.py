@@ -2,7 +2,7 @@
 The training loop shared by train_image.py and train_video.py (the method itself is in jpdvt.py), its settings
 (TrainConfig) and its machinery.
 
-Paper: the objective of "Masked Jigsaw Transformer Diffusion" (Sec. 3.1, jpdvt.puzzle_loss), trained as the
+Paper: the objective of Sec. 3.1, "Masked Jigsaw Transformer Diffusion" (jpdvt.puzzle_loss), trained as the
 supplement's "Image Experiments" and "Video Experiments" state (their batch sizes, learning rates and steps are the
 table of configs/paper.py); gradient clipping, warm-up, EMA and the held-out check are not stated in the paper.
 

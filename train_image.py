@@ -2,9 +2,10 @@
 Train the JPDVT image model: a DiT that denoises the 2D positional codes of shuffled pieces (and the pixels of
 missing ones), conditioned on the pieces' content.
 
-Paper: "Masked Jigsaw Transformer Diffusion" and "Image Experiments" (supplement). Every setting comes from a flag,
-else the paper's table (configs/paper.py; on by default for --dataset imagenet and jpwleg3), else the dataset's
-default, else the tiny CPU recipe below; the log's first line prints each with its source.
+Paper: Sec. 3.1, "Masked Jigsaw Transformer Diffusion", and the supplement's "Image Experiments". Every setting
+starts at the tiny CPU recipe below (at the dataset's usual piece size), is replaced by the paper's table where it
+applies (configs/paper.py; on by default for --dataset imagenet and jpwleg3), then by the flags given; the log's
+first line prints each with its source.
 
     python train_image.py                                   # tiny model, built-in shapes, 3x3, a few CPU minutes
     python train_image.py --dataset imagenet --data-dir /data/imagenet --grid 3        # the paper's ImageNet 3x3
@@ -36,6 +37,8 @@ from train import TrainConfig, train
 
 # piece size and gap when the flags are left out: the usual protocol of each dataset
 DATASET_DEFAULTS = {"shapes": (16, 0), "folder": (64, 0), "imagenet": (64, 0), "jpwleg3": (96, 48)}
+# the paper gives no loss weights for images (its videos: 0.2 codes, 0.8 frames); missing pieces' pixels weigh 0.1
+# here so that drawing them does not crowd out placing the pieces (bench/notes.md)
 DEFAULTS = TrainConfig(batch_size=64, lr=2e-3, max_steps=3000, weight_code=1.0, weight_content=0.1)
 # every setting a flag can leave out, with the tiny CPU recipe's value (piece_size, gap: DATASET_DEFAULTS; patch_size
 # None: the largest divisor of the piece size up to the model's patch; epochs None: --max-steps counts)
@@ -75,13 +78,13 @@ def model_config(name, piece, patch):
 
 
 def make_config(args):
-    """(Config, settings line) of a fresh run: flags, else the paper's settings, else defaults
+    """(Config, settings line) of a fresh run: the defaults, then the paper's settings, then the flags
     (plumbing.flags.resolve)."""
     sources = {"dataset": "flag" if args.dataset else "default"}
     args.dataset = args.dataset or "shapes"
     piece, gap = DATASET_DEFAULTS[args.dataset]
-    dataset_defaults = {"piece_size": piece, "gap": gap}
-    sources.update(resolve(args, paper_settings(IMAGE, args.dataset, args.paper), dataset_defaults, SCRIPT_DEFAULTS))
+    defaults = {**SCRIPT_DEFAULTS, "piece_size": piece, "gap": gap}      # the tiny recipe, at the dataset's piece size
+    sources.update(resolve(args, defaults, paper_settings(IMAGE, args.dataset, args.paper)))
     puzzle = puzzle_config(args)
     if args.dataset != "folder":                                    # views of a photo folder only
         del sources["crop_scale"]

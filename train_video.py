@@ -66,12 +66,12 @@ def puzzle_config(args):
 
 
 def make_config(args):
-    """(Config, settings line) of a fresh run: flags, else the paper's settings, else defaults
+    """(Config, settings line) of a fresh run: the defaults, then the paper's settings, then the flags
     (plumbing.flags.resolve)."""
     sources = {"dataset": "flag" if args.dataset else "default"}
     args.dataset = args.dataset or "digits"
     paper = paper_settings(VIDEO, args.dataset, args.paper)
-    sources.update(resolve(args, paper, {"size": DATASET_SIZES[args.dataset]}, SCRIPT_DEFAULTS))
+    sources.update(resolve(args, {**SCRIPT_DEFAULTS, "size": DATASET_SIZES[args.dataset]}, paper))
     if "vae" in paper and args.vae is None:                 # the paper's latent setting needs the user's autoencoder
         if sources["size"] != "flag":
             raise UserError(f"--dataset {args.dataset} with the paper's settings diffuses 256 px frames as Stable "

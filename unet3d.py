@@ -71,7 +71,7 @@ CONFIGS = {
     "tiny": UNetConfig(channels=(16, 32, 64), layers_per_block=1, attn_levels=(1, 2), heads=2, head_dim=16,
                        in_channels=1, frames_per_piece=4, code_channels=4, patch_size=4, norm_groups=8),
 }
-CONFIGS["tiny-head6"] = replace(CONFIGS["tiny"], head_depth=6)  # 6-block head over pieces: the shipped 20 x 1
+CONFIGS["tiny-head6"] = replace(CONFIGS["tiny"], head_depth=6)  # a 6-block head over pieces (video-mmnist-20x1.pt)
 
 # ----------------------------------------------------------------------------- embeddings
 

@@ -1,19 +1,17 @@
 """
 Lesson 0: one 3x3 puzzle through the whole method, printing every tensor and every mask and what it means.
-Paper: "Masked Jigsaw Transformer Diffusion" (Sec. 3.1) and the supplement's "Predicted position encodings".
+Paper: Sec. 3.1, "Masked Jigsaw Transformer Diffusion", and the supplement's "Predicted position encodings".
 
 A built-in picture is cut into 9 shuffled pieces, one of them missing, and shuffled piece 0 is anchored (its code is
-told); the shipped shapes model (checkpoints/image-shapes-3x3.pt) computes one training loss on it, then solves it.
-That model trained without missing pieces or an anchor, so their flags are new to it, and the missing piece's
-generated code can take a real piece's cell. The steps: the positional code of every other piece starts as noise,
-50 reverse diffusion steps denoise it (and the missing piece's pixels), and the pieces get cells one to one by code
-distance (Hungarian). Then read posenc.py, diffusion.py,
-jpdvt.py (README, "How to read this code").
+told). A tiny model trained on such puzzles (checkpoints/image-shapes-3x3-anchor-missing.pt: up to one missing piece
+and an anchor) computes one training loss on it, then solves it. The steps: the positional code of every other
+piece starts as noise, 50 reverse diffusion steps denoise it (and the missing piece's pixels), and the pieces get
+cells one to one by code distance (Hungarian), the anchor on its own. The model predicts the clean codes (x0), not
+the paper's noise (eps), which stayed at chance here (README, "Differences from the paper"). Then read posenc.py,
+diffusion.py, jpdvt.py (README, "How to read this code").
 
     python walkthrough.py          # no flags, a few seconds on a CPU
 """
-from dataclasses import replace
-
 import torch
 
 import jpdvt
@@ -27,18 +25,20 @@ def show(name, x, meaning):
     print(f"  {name:<13} {str(tuple(x.shape)):<16} {meaning}")
 
 
-def main(ckpt_path="checkpoints/image-shapes-3x3.pt", seed=0):
+def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
     ckpt = load_checkpoint(ckpt_path)
-    config = ckpt["config"]
-    config.puzzle = replace(config.puzzle, missing=1, anchor=True)      # this lesson's puzzle: 1 missing, anchored
+    config = ckpt["config"]                                          # its puzzles: 1 missing piece, anchored
     kind = jpdvt.kind_of(config)                                     # images: jpdvt.Images (what differs from videos)
     model = kind.network(config.model).eval()
     model.load_state_dict(ckpt["ema"])                          # the EMA weights are the ones to sample with
     diffusion = GaussianDiffusion(1000, config.prediction)      # linear betas, T = 1000
 
-    print("1. A puzzle (puzzles.py): a built-in picture cut into a 3x3 grid, the pieces shuffled, one missing")
+    (rows, cols), side = config.puzzle.grid, config.puzzle.piece_size
+    print(f"1. A puzzle (puzzles.py): a built-in picture cut into a {rows}x{cols} grid, the pieces shuffled, "
+          f"{config.puzzle.missing} missing")
     batch = {k: v[None] for k, v in kind.puzzles("test", seed=seed)[0].items()}   # a batch of one
-    show("content", batch["content"], "(B, N, C, P, P): 9 shuffled pieces of 16x16 RGB pixels in [-1, 1]")
+    show("content", batch["content"], f"(B, N, C, P, P): {rows * cols} shuffled pieces of {side}x{side} RGB pixels "
+                                      "in [-1, 1]")
     show("true_pos", batch["true_pos"], f"(B, N): the cell each piece came from {batch['true_pos'][0].tolist()}")
     show("missing", batch["missing"], f"(B, N): content missing, to generate {batch['missing'][0].int().tolist()}")
     given = given_codes(batch, kind.anchored)
@@ -47,7 +47,7 @@ def main(ckpt_path="checkpoints/image-shapes-3x3.pt", seed=0):
 
     print("2. The codes the model generates (posenc.py): a 2D sinusoidal code per grid cell")
     table = kind.table()
-    show("table", table, "(cells, 32): row r*3+c = [sin/cos code of column c, of row r]")
+    show("table", table, f"(cells, {table.shape[1]}): row r*{cols}+c = [sin/cos code of column c, of row r]")
     x0 = table[batch["true_pos"]]
     show("x0", x0, "(B, N, 32): the code of each piece's true cell, the clean target")
 
@@ -65,13 +65,14 @@ def main(ckpt_path="checkpoints/image-shapes-3x3.pt", seed=0):
     with torch.no_grad():
         pred, _ = model(xt, ct, t, batch["missing"], given)
         torch.manual_seed(0)                                    # the same t and noise: the code part is this MSE
-        loss = puzzle_loss(model, diffusion, batch, table=table, given=given, weights={"code": 1.0, "content": 0.1},
-                           t=t)
+        weights = {"code": config.train["weight_code"], "content": config.train["weight_content"]}   # as trained
+        loss = puzzle_loss(model, diffusion, batch, table=table, given=given, weights=weights, t=t)
     mse = ((pred - x0) ** 2)[~given].mean()
     show("prediction", pred, f"(B, N, 32): the network's x0 estimate; MSE {mse:.2e} over the "
          f"{int((~given).sum())} generated codes")
-    print(f"  loss at t = {t.item()}: {loss['loss'].item():.2e} = 1.0 x code part {loss['code'].item():.2e}"
-          f" + 0.1 x content part {loss['content'].item():.2e} (the missing piece's pixels)")
+    print(f"  loss at t = {t.item()}: {loss['loss'].item():.2e} = {weights['code']} x code part "
+          f"{loss['code'].item():.2e} + {weights['content']} x content part {loss['content'].item():.2e} (the missing "
+          "piece's pixels)")
 
     print("4. Solving (jpdvt.solve): the untold codes and the missing pixels start as noise, 50 reverse DDPM steps")
     generator = torch.Generator().manual_seed(0)

@@ -13,12 +13,11 @@ bench/recipes.py). Run it from the repository root:
     python -m bench ensemble-readme           # only the README's row of the ensemble sweep
     python -m bench one-call one-call-val     # only the one-call rows (--steps 1), then the samplers on val
     python -m bench confidence                # fit the shipped checkpoints' confidence on val, score it on test
-    python -m bench confidence not-a-puzzle --only image-photos-3x3      # the same for some checkpoints only
-    python -m bench cross-fit --only image-photos-3x3    # how calibrate chose its tables, within val
-    python -m bench ece-bootstrap             # how far 39 test photos pin their test ECE down
-    python -m bench not-a-puzzle              # their not-a-puzzle gate on test: bags of unrelated pieces, noise
+    python -m bench confidence --only image-photos-3x3      # the same for some checkpoints only
     python -m bench own-photos                # the photo model through jpdvt.load(...).solve: photos cut into files
     python -m bench paper-table               # the shipped Moving MNIST models on 1000 test clips (the paper's Table 5)
+    python -m bench fresh-seed                # every shipped video model once, its own estimator, clips of a new seed
+    python -m bench fresh-seed-baselines      # frame chaining on those clips
     python -m bench candidate-val             # trained Moving MNIST recipes on val, before one replaces a shipped model
     python -m bench candidate-val --clips 1000 --seed 2 --estimator "ddpm-50 x4"   # more clips, beside the shipped one
     python -m bench missing-curve             # docs/video-mmnist-8x4-missing.png (paper, Figure 4(b))
@@ -50,6 +49,8 @@ from bench.recipes import (
     ENSEMBLE_CKPTS,
     ENSEMBLE_README,
     ESTIMATOR_VAL,
+    FRESH,
+    FRESH_SEED,
     IMAGE_BASELINES,
     IMAGE_VAL_BASELINES,
     MNIST,
@@ -74,9 +75,10 @@ from plumbing.cli import positive
 
 # what `python -m bench NAME` runs besides recipes
 GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemble-readme", "one-call",
-          "one-call-val", "estimator-val", "candidate-val", *CONFIDENCE_GROUPS, "paper-table", "missing-curve",
-          "reliability-plot", "compute-val", "compute-test", "gpu-record", "transfer", "throughput",
-          "loader", "loader-quickstart", "loader-mmnist", "pace-mmnist", "loader-imagenet", "memory-estimate"]
+          "one-call-val", "estimator-val", "candidate-val", *CONFIDENCE_GROUPS, "paper-table", "fresh-seed",
+          "fresh-seed-baselines", "missing-curve", "reliability-plot", "compute-val", "compute-test", "gpu-record",
+          "transfer", "throughput", "loader", "loader-quickstart", "loader-mmnist", "pace-mmnist", "loader-imagenet",
+          "memory-estimate"]
 
 
 def sh(cmd):
@@ -304,6 +306,16 @@ def main(args):
                 scored("paper-table", f"paper-table {row} test", [
                     "sample.py", "--ckpt", SHIPPED[ckpt], "--num-puzzles", PAPER_CLIPS, "--seed", "1", *flags,
                     "--out", out])
+        elif name == "fresh-seed-baselines":        # the classic solver on the same fresh clips
+            for dataset, data_dir, pieces, fpp, size in VIDEO_BASELINES:
+                name = f"video-{'digits' if dataset == 'digits' else 'mmnist'}-{pieces}x{fpp}"
+                if name in FRESH_SEED:
+                    video_baselines(dataset, data_dir, pieces, fpp, size, FRESH_SEED[name], seed=FRESH)
+        elif name == "fresh-seed":                  # the README's video figures: clips no choice has seen
+            for ckpt, clips in FRESH_SEED.items():
+                scored("fresh-seed", f"fresh-seed {ckpt} test seed {FRESH} ({clips} clips)", [
+                    "sample.py", "--ckpt", SHIPPED[ckpt], "--num-puzzles", str(clips), "--seed", str(FRESH),
+                    "--out", os.path.join(args.out, f"fresh-seed-{ckpt}")])
         elif name == "missing-curve":               # the paper's Figure 4(b): a picture of the 8 x 4 rows
             from bench.plots import missing_curve
             path = os.path.join(ROOT, "docs", "video-mmnist-8x4-missing.png")

@@ -248,9 +248,9 @@ def image_baselines(dataset, data_dir, grid, piece, gap, missing, repeats, split
                                               "num_puzzles": count, "repeats": repeats}})
 
 
-def video_baselines(dataset, data_dir, pieces, fpp, size, num):
-    """Random order and nearest-neighbour frame chaining on the same test clips."""
-    test = jpdvt.kind_of(VideoConfig(dataset, data_dir, pieces, fpp, size)).puzzles("test", seed=1)
+def video_baselines(dataset, data_dir, pieces, fpp, size, num, seed=1):
+    """Random order and nearest-neighbour frame chaining on the same test clips (of `seed`)."""
+    test = jpdvt.kind_of(VideoConfig(dataset, data_dir, pieces, fpp, size)).puzzles("test", seed=seed)
     rng = np.random.default_rng(0)
     preds, true = {"random": [], "nearest-neighbour chaining": []}, []
     for i in tqdm(range(num), desc=f"baselines {dataset} {pieces}x{fpp}"):
@@ -260,7 +260,9 @@ def video_baselines(dataset, data_dir, pieces, fpp, size, num):
         true.append(it["true_pos"].numpy())
     for name, pred in preds.items():
         pred = np.stack(pred)
-        save_result(f"baseline video {dataset} {pieces}x{fpp} {size}px: {name}", {
-            "group": "baselines", "command": f"python -m bench baselines ({name})", "train_minutes": 0.0,
+        fresh = f" seed {seed} ({num} clips)" if seed != 1 else ""
+        save_result(f"baseline video {dataset} {pieces}x{fpp} {size}px{fresh}: {name}", {
+            "group": "fresh-seed" if fresh else "baselines", "train_minutes": 0.0,
+            "command": f"python -m bench {'fresh-seed-baselines' if fresh else 'baselines'} ({name})",
             "metrics": {"kendall": float(np.mean(kendall_distance(pred, np.stack(true)))),
                         "exact": float(np.mean((pred == np.stack(true)).all(1))), "num_puzzles": num}})

@@ -6,7 +6,7 @@ set -u
 tree=$1; out=$2; mkdir -p $out; cd $tree
 py=${PY:-python}
 $py sample.py --ckpt checkpoints/image-photos-3x3.pt --seed 1 --sampler ddim --repeats 8 --out $out/photos > $out/photos.log 2>&1
-$py sample.py --ckpt checkpoints/image-photos-3x3-gap.pt --missing 0 --samples 4 --repeats 2 --out $out/gap > $out/gap.log 2>&1
+$py sample.py --ckpt checkpoints/image-photos-3x3-gap.pt --missing 0 --samples 4 --repeats 2 --sampler ddpm --out $out/gap > $out/gap.log 2>&1
 $py sample.py --ckpt checkpoints/image-shapes-3x3.pt --seed 1 --sampler ddim --out $out/shapes > $out/shapes.log 2>&1
 $py sample.py --ckpt checkpoints/video-digits-5x4.pt --seed 1 --sampler ddim --out $out/digits > $out/digits.log 2>&1
 $py sample.py --ckpt checkpoints/video-mmnist-10x2.pt --seed 1 --sampler ddim --out $out/mmnist > $out/mmnist.log 2>&1

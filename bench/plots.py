@@ -72,11 +72,13 @@ PART_COLOURS = {"piece": (40, 90, 200), "puzzle": (200, 40, 40)}
 
 
 def reliability_points(results, names):
-    """[(name, {"piece": (rows, ece), "puzzle": (rows, ece)})] of the `confidence NAME test` rows that exist; rows:
-    (low, high, count, mean predicted, observed) per bin (solving/confidence.py: reliability)."""
+    """[(name, {"piece": (rows, ece), "puzzle": (rows, ece)})] of each checkpoint's test row: its `fresh-seed NAME
+    test ...` row (the video models: new clips, its estimator), else its `confidence NAME test` row; rows: (low, high,
+    count, mean predicted, observed) per bin (solving/confidence.py: reliability)."""
     out = []
     for name in names:
-        row = results.get(f"confidence {name} test")
+        fresh = [v for k, v in sorted(results.items()) if k.startswith(f"fresh-seed {name} test")]
+        row = fresh[0] if fresh else results.get(f"confidence {name} test")
         if row:
             conf = row["metrics"]["confidence"]
             out.append((name, {part: (conf[part]["rows"], conf[part]["ece"]) for part in ("piece", "puzzle")}))
@@ -106,8 +108,8 @@ def reliability_panel(draw, box, rows, colour, few=10):
 
 CAPTION = ["share right (y) against predicted probability (x) in bins of the test split: a dot grows with its bin's "
            "share; dashed: calibrated; below it: overconfident; a ring: a bin of under 10 (its count)",
-           "photos: 39 photos x 8 passes (not independent); set after seeing test: the gap model's tables, the "
-           "20 x 1 gate's ink rule (bench/README.md)"]
+           "photos: 39 photos x 8 passes (not independent); set after seeing test: the gap model's tables; "
+           "videos: new test clips (seed 20261202), each model's own estimator"]
 
 
 def reliability_plot(results, names, path):

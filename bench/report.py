@@ -89,7 +89,7 @@ GROUPS = {
     "one-call": ("One call (`--steps 1`) on the shipped video models' recipe clips",
                  "`python -m bench one-call`"),
     "confidence": ("Confidence: val fit, test ECE (README settings; older rows: 583ecc8)",
-                   "`python -m bench confidence cross-fit ece-bootstrap not-a-puzzle own-photos confidence-evidence`"),
+                   "`python -m bench confidence own-photos confidence-evidence`"),
     "one-call val": ("sample.py's default, chosen on val (images 8 passes; photo rows trained on val)",
                      "`python -m bench one-call-val`"),
     "assign": ("Assignment: Hungarian against the paper's greedy rule",
@@ -117,6 +117,9 @@ GROUPS = {
     "paper-table": ("The paper's Moving MNIST protocol (Table 5): shipped checkpoints, 1000 test clips (anchored; "
                     "DDIM-50, the estimator chosen on val)",
                     "`python -m bench paper-table`"),
+    "walkthrough": ("The walkthrough's model (`checkpoints/image-shapes-3x3-anchor-missing.pt`)", None),
+    "fresh-seed": ("The README's video figures: each shipped video model once, its own estimator, test clips of a "
+                   "seed no choice has seen", "`python -m bench fresh-seed`"),
     "gpu": ("The lent GPU: training runs",
             "on the device `python -m bench.gpu --photos .photos --out $OUT --runs /tmp/runs --photo-seconds 200 "
             "--gap-seconds 60`, then `python -m bench gpu-record` here"),
@@ -143,11 +146,17 @@ def shown_command(row):
     if score and out:
         own = rf"^(?:OMP_NUM_THREADS=\d+ )?python sample\.py --ckpt {re.escape(out.group(1))}/ckpt\.pt(?=\s|$)"
         score = re.sub(own, "sample.py", score)
-    return f"`{command}`" + (f"<br>`{score}`" if score else "")
+    historic = " (historic: it needs a removed flag or check)" if row.get("removed") else ""
+    return f"`{command}`" + (f"<br>`{score}`" if score else "") + historic
 
 
 def kind(m):
     return "image" if "piece_acc" in m and "puzzle_acc" in m else "video" if "kendall" in m else "other"
+
+
+def minutes(m):
+    """Training minutes as shown: one decimal, blank where a row did not record them."""
+    return "" if m is None else f"{m:.1f}"
 
 
 def table(rows, first, recipes=None, own_commands=False):
@@ -173,7 +182,7 @@ def table(rows, first, recipes=None, own_commands=False):
         cells = [c.strip() for c in cells] + [shown[key].get(c, "") for c in cols]
         cells += [str(m.get("num_puzzles", "-"))] * counted
         cells += ([""] * (trained + (one is None)) if again else
-                  [f"{v['train_minutes']:.1f}"] * trained + [short_machine(v)] * (one is None))
+                  [minutes(v["train_minutes"])] * trained + [short_machine(v)] * (one is None))
         cells += [shown_command(v)] * own_commands
         lines.append("| " + " | ".join(cells) + " |")
         previous = name

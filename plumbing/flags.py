@@ -1,12 +1,14 @@
 """
 The flags both training scripts share, and how a run starts from them: a fresh run's settings (the scripts resolve
-them with `resolve`, below: flag, paper table, dataset default, script default) or a resumed checkpoint's.
+them with `resolve`, below: the script's defaults, then the paper's table, then the flags) or a resumed
+checkpoint's.
 Not in the paper (the paper's own settings are the table of configs/paper.py).
 
 - `add_train_flags`: the TrainConfig flags (left out = None until resolved), --prediction, --paper, and the run's
   own flags (--out, --resume, --init, --device, --log-every, --workers, --compile).
-- `resolve`: a fresh run's settings, each from a flag, else the paper's table (configs/paper.py), else the
-  dataset's default, else the script's; `settings_line` prints each with its source.
+- `resolve`: a fresh run's settings in one step: the script's defaults (the tiny CPU recipe at the dataset's usual
+  piece or frame size), replaced by the paper's table (configs/paper.py) where it applies, replaced by the flags
+  given; `settings_line` prints each with its source.
 - `start_run`: (config, checkpoint, the log's first lines). With --resume the checkpoint's settings are kept:
   RESUMABLE flags that differ are taken and logged, any other flag that differs is refused in one sentence, and
   flags that shape a fresh run only (FIXED) are refused.
@@ -22,7 +24,7 @@ from typing import Optional
 from configs.paper import PAPER_ONLY
 from diffusion import PREDICTIONS
 from plumbing.checkpoint import load_checkpoint
-from plumbing.cli import PRECISIONS, UserError, loss_weight, positive, positive_float
+from plumbing.cli import PRECISIONS, Removed, UserError, loss_weight, positive, positive_float
 from puzzles import parse_grid
 from train import SCHEDULES, TrainConfig, learning_rate
 
@@ -120,8 +122,7 @@ def resumed(config, given, step):
 
 def add_train_flags(p, defaults):
     """Flags shared by the two training scripts (help text on each), --prediction among them; `defaults` are the
-    script's TrainConfig, shown in the help; a flag left out is None until resolve fills it (flag, paper,
-    dataset default, script default)."""
+    script's TrainConfig, shown in the help; a flag left out is None until resolve fills it."""
     d = defaults
     p.add_argument("--prediction", choices=PREDICTIONS,
                    help="network target: x0, the clean codes (default; the paper's eps stayed at chance here: README, "
@@ -136,8 +137,9 @@ def add_train_flags(p, defaults):
     p.add_argument("--warmup", type=int, help=f"linear learning-rate warmup steps, 0 = none (default {d.warmup})")
     p.add_argument("--schedule", choices=SCHEDULES, help=f"learning-rate schedule (default {d.schedule})")
     p.add_argument("--max-steps", type=positive, help=f"total training steps (default {d.max_steps})")
-    p.add_argument("--ema-decay", type=float,
-                   help=f"EMA decay of the weights used for sampling (default {d.ema_decay})")
+    p.add_argument("--ema-decay", action=Removed,
+                   instead=f"the EMA of the weights used for sampling decays at {d.ema_decay}, as in every recipe; "
+                           "drop the flag")
     p.add_argument("--weight-code", type=loss_weight, help=f"loss weight of the positional codes (default "
                                                            f"{d.weight_code})")
     p.add_argument("--weight-content", type=loss_weight,
@@ -171,8 +173,7 @@ def add_train_flags(p, defaults):
 
 
 # ----------------------------------------------------------------------------
-# A fresh run's settings: flag, else the paper's table (configs/paper.py), else the dataset's default, else the
-# script's
+# A fresh run's settings: the defaults, then the paper's table (configs/paper.py), then the flags
 # ----------------------------------------------------------------------------
 
 def paper_settings(table, dataset, wanted):
@@ -185,25 +186,18 @@ def paper_settings(table, dataset, wanted):
     return table[dataset] if wanted else {}
 
 
-def resolve(args, paper, dataset_defaults, script_defaults):
+def resolve(args, defaults, paper):
     """
-    Fill every flag of `args` left out (None) from the paper's settings, else the dataset's default, else the
-    script's default, in place. Returns {name: source} for every name of script_defaults.
+    Fill every flag of `args` left out (None), in place, in one step: `defaults`, replaced by the paper's settings
+    where it has them, replaced by the flags given. Returns {name: source} for every name of `defaults`.
     """
-    sources = {}
-    for name, default in script_defaults.items():
-        if getattr(args, name) is not None:
-            sources[name] = "flag"
-        elif name in paper and paper[name][0] != "required":
-            setattr(args, name, paper[name][0])
-            sources[name] = f"paper table: {paper[name][1]}"
-        elif name in dataset_defaults:
-            setattr(args, name, dataset_defaults[name])
-            sources[name] = "dataset default"
-        else:
-            setattr(args, name, default)
-            sources[name] = "default"
-    return sources
+    paper = {k: v for k, v in paper.items() if k in defaults and v[0] != "required"}
+    sources = {k: "default" for k in defaults} | {k: f"paper table: {why}" for k, (_, why) in paper.items()}
+    given = {k for k in defaults if getattr(args, k) is not None}
+    settings = defaults | {k: value for k, (value, _) in paper.items()} | {k: getattr(args, k) for k in given}
+    for name, value in settings.items():
+        setattr(args, name, value)
+    return sources | {k: "flag" for k in given}
 
 
 def steps_of_epochs(epochs, files, batch_size):

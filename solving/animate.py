@@ -2,7 +2,7 @@
 Sampling animations: watch the reverse diffusion move every piece from a random positional code to its place
 (sample.py --animate).
 
-Paper: "Masked Jigsaw Transformer Diffusion" (Sec. 3.1): solving a puzzle is generating the positional codes of its
+Paper: Sec. 3.1, "Masked Jigsaw Transformer Diffusion": solving a puzzle is generating the positional codes of its
 pieces. Every code starts as noise; at each sampling step the network predicts the clean codes x0_hat, and each
 piece is drawn where its predicted code points: the mean of the cells weighted by softmax(-|x0_hat - code of the
 cell|^2 / tau) over the position table (soft_cells), a continuous estimate, so pieces glide across the canvas into

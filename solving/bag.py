@@ -5,7 +5,7 @@ pinned: a video model's anchor), each with its confidence (solving/confidence.py
 picture. Not in the paper. sample.py's --pieces / --frames (solving/own.py) write what it returns.
 
     result = jpdvt.load("checkpoints/image-photos-3x3.pt").solve(pieces)   # a Result
-    result.positions, result.confidence, result.puzzle_confidence, result.seam, result.image
+    result.positions, result.confidence, result.puzzle_confidence, result.image
 """
 from dataclasses import dataclass
 from typing import Optional
@@ -20,7 +20,6 @@ from puzzles import assemble, video_tensor
 from solving.animate import DISPLAY, enlarge
 from solving.confidence import margins
 from solving.pictures import mark_cells
-from solving.seams import bag_evidence
 from sources.files import as_image, clip_frames, piece_pixels
 
 
@@ -35,16 +34,16 @@ class Result:
     generated: np.ndarray          # images: (M, 2) (row, col) of the cells whose content was generated
     cells: np.ndarray              # images: the raster cell of every piece, given then generated (animations)
     tiles: np.ndarray              # images: the given pieces at the picture's resolution (N, S, S, 3) in [0, 1]
-    seam: float = float("nan")     # how well placed neighbours' edges match (about 1: no better than unrelated pieces;
-    #                                NaN: too few given neighbours to tell)
-    ink: float = float("nan")      # clips: how far apart the pieces' histograms lie (solving/seams.py: ink_spread)
-    not_one_puzzle: bool = False   # calibrated solves: held back by the not-a-puzzle gate fitted on val
 
-    @property
-    def evidence(self):
-        """(2,): the not-a-puzzle evidence (solving/seams.py: bag_evidence), the seam ratio and the ink spread."""
-        return np.array([self.seam, self.ink])
+    def __getattr__(self, name):
+        if name in REMOVED:
+            raise AttributeError(f"Result.{name} was removed with the not-a-puzzle check; {REMOVED[name]}")
+        raise AttributeError(name)
 
+
+# fields of earlier versions, and what to read instead
+REMOVED = {name: "puzzle_confidence says how likely every piece is in place, assuming the pieces are one puzzle"
+           for name in ("seam", "ink", "not_one_puzzle", "evidence")}
 
 
 def solve_image_bag(solver, pieces, pins, grid=None, callback=None):
@@ -73,9 +72,8 @@ def solve_image_bag(solver, pieces, pins, grid=None, callback=None):
     margin = margins(solver.mean_costs(batch, given=given, grid=grid).cpu().numpy(), pos[None])[0][:n]
     settings = {**solver.settings(), "missing": cells - n} if grid == tuple(puzzle.grid) else None
     free = ~pinned[:n]
-    evidence = bag_evidence(batch["content"].cpu().numpy(), pos[None], grid, keep=(np.arange(cells) < n)[None])[0]
-    conf, whole = (solver.confidence(margin, margin[free].min() if free.any() else np.inf, evidence=evidence,
-                                     settings=settings) if settings else (None, None))
+    conf, whole = (solver.confidence(margin, margin[free].min() if free.any() else np.inf, settings=settings)
+                   if settings else (None, None))
     if conf is not None:
         conf[pinned[:n]] = 1.0                                 # told, not found
         whole = whole if free.any() else 1.0
@@ -86,7 +84,6 @@ def solve_image_bag(solver, pieces, pins, grid=None, callback=None):
     return Result(positions=np.stack(divmod(pos[:n], grid[1]), axis=1), confidence=conf,
                   puzzle_confidence=None if whole is None else float(whole),
                   image=Image.fromarray((img * 255).round().astype(np.uint8)), margins=margin,
-                  **verdict(solver, evidence, settings, judged=conf is not None and free.any()),
                   generated=np.stack(divmod(pos[n:], grid[1]), axis=1), cells=pos, tiles=tiles)
 
 
@@ -112,21 +109,12 @@ def order_clips(solver, clips, pins):
     slots, mine = np.empty(len(clips), np.int64), np.empty(len(clips))
     slots[order], mine[order] = pos, margin
     settings = {**solver.settings(), "missing": 0}                         # every piece given
-    evidence = bag_evidence(batch["content"].cpu().numpy(), pos[None], (1, len(clips)),
-                            keep=np.ones((1, len(clips)), bool))[0]
-    conf, whole = solver.confidence(mine, margin[1:].min(), evidence=evidence, settings=settings)
+    conf, whole = solver.confidence(mine, margin[1:].min(), settings=settings)
     if conf is not None:
         conf[first] = 1.0
     return Result(positions=slots, confidence=conf, puzzle_confidence=None if whole is None else float(whole),
-                  image=None, margins=mine, **verdict(solver, evidence, settings, judged=conf is not None),
+                  image=None, margins=mine,
                   generated=np.zeros((0, 2), int), cells=slots, tiles=None)
-
-
-def verdict(solver, evidence, settings, judged):
-    """Result's not-a-puzzle fields of a bag's evidence (bag_evidence): its seam ratio, its ink spread and whether
-    the gate fitted with `settings` holds it back (only where the bag was `judged`: calibrated, a piece to place)."""
-    return {"seam": float(evidence[0]), "ink": float(evidence[1]),
-            "not_one_puzzle": bool(judged and solver.no_puzzle(evidence, settings))}
 
 
 def check_pins(pins, n, grid, anchored):

@@ -242,15 +242,10 @@ def solve_pieces(args, solver):
                   "grid": list(grid or solver.config.puzzle.grid), "generated_cells": result.generated.tolist()}
         path = os.path.join(args.out, "arrangement.json")
         result.image.save(os.path.join(args.out, "solved.png"))
-    odd = result.not_one_puzzle                                                              # calibrated solves only
-    if odd:
-        ink = "" if np.isnan(result.ink) else f", ink spread {result.ink:.2f}"           # clips: their histograms
-        print(f"note: probably not one puzzle (seam ratio {result.seam:.2f}{ink}: held back by the gate fitted on "
-              "val; solving/seams.py)")
-    seam, ink = (None if np.isnan(v) else v for v in (result.seam, result.ink))             # NaN: no evidence
-    report.update(puzzle_confidence=result.puzzle_confidence, seam_ratio=seam, ink_spread=ink, not_a_puzzle=odd,
+    report.update(puzzle_confidence=result.puzzle_confidence,
                   ckpt=args.ckpt,
                   steps=args.steps, sampler=args.sampler, samples=args.samples,
+                  precision=solver.settings()["precision"],
                   calibrated=result.confidence is not None)
     with open(path, "w") as f:
         json.dump(report, f, indent=2)

@@ -11,6 +11,7 @@ from conftest import DIGITS_CKPT, SHAPES_CKPT, sample_run
 from PIL import Image
 
 import jpdvt
+from bench.codes_picture import save_codes_picture
 from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, given_codes, solve
 from plumbing.checkpoint import load_checkpoint
@@ -18,7 +19,6 @@ from plumbing.cli import UserError
 from posenc import grid_table
 from puzzles import collate
 from solving.animate import HEADER, HOLD_MS, soft_cells
-from solving.pictures import save_codes_picture
 from sources.synthetic import shapes_image
 
 PIECE, BORDER = 40, 2       # the 120 x 160 test photo on a 3x3 grid: 40 px pieces, 2 px apart (as test_image.py)

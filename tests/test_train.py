@@ -1,4 +1,5 @@
 """The training loop's machinery: gradient accumulation, the checkpoint format, the log."""
+import os
 import sys
 
 import pytest
@@ -143,6 +144,38 @@ def test_the_anchor_keeps_its_cell_in_every_assignment():
         assert (out[:, 0] == 3).all() and all(len(set(row)) == 5 for row in out)
 
 
+def test_the_solver_keeps_the_anchor_on_its_cell_whatever_the_costs(monkeypatch):
+    """Solver.solve_batch (test puzzles) and a video bag (order_clips) with costs that put the anchor's true cell
+    last: it stays there."""
+    import numpy as np
+    from conftest import ROOT, SHAPES_CKPT
+
+    from jpdvt import given_codes
+    from puzzles import collate
+    from solving.solver import Solver
+    solver = Solver.load(SHAPES_CKPT, device="cpu")
+    batch = collate([solver.kind.puzzles("test", 0)[i] for i in range(4)])
+    cost = torch.rand(4, 9, 9)
+    cost[torch.arange(4), 0, batch["true_pos"][:, 0]] = 10.0           # piece 0's true cell looks the worst
+    monkeypatch.setattr(solver, "costs", lambda *a, **k: (cost, batch["content"]))
+    pos, _ = solver.solve_batch(batch, given=given_codes(batch, True))
+    assert (pos[:, 0] == batch["true_pos"][:, 0].numpy()).all()
+    video = Solver.load(os.path.join(ROOT, "checkpoints", "video-digits-5x4.pt"), device="cpu")
+    clip_cost = torch.rand(1, 5, 5)
+    clip_cost[0, 0, 0] = 10.0                                            # the first piece's slot 0 looks the worst
+    monkeypatch.setattr(video, "costs", lambda *a, **k: (clip_cost, None))
+    monkeypatch.setattr(video, "mean_costs", lambda *a, **k: clip_cost)
+    clips = {f"c{k}": np.random.default_rng(k).random((4, 32, 32, 1)) for k in range(5)}
+    assert video.solve(clips, pins={2: 0}).positions[2] == 0             # the pinned clip comes first
+
+
+def test_gaussian_diffusion_needs_its_prediction():
+    """No default target: a diffusion built without one cannot silently pair an x0 checkpoint with eps."""
+    from diffusion import GaussianDiffusion
+    with pytest.raises(TypeError, match="prediction"):
+        GaussianDiffusion(1000)
+
+
 def test_confidence_tables_are_keyed_on_precision():
     """A table fitted in fp32 (every shipped one, on CPU) does not describe a bf16 solve."""
     from conftest import SHAPES_CKPT
@@ -216,3 +249,11 @@ def test_a_bag_solves_in_the_precision_its_table_was_fitted_with():
     ckpt = load_checkpoint(SHAPES_CKPT)
     assert sampling_defaults(ckpt)["precision"] == "fp32"
     assert sampling_defaults({**ckpt, "calibration": None})["precision"] == "auto"
+
+
+def test_removed_ema_decay_flag_says_what_to_do_instead(capsys):
+    import train_image
+    with pytest.raises(SystemExit):
+        train_image.get_parser().parse_args(["--ema-decay", "0.99"])
+    err = capsys.readouterr().err
+    assert "--ema-decay was removed: the EMA of the weights used for sampling decays at 0.999" in err

@@ -1,4 +1,5 @@
-"""walkthrough.py, lesson 0: one puzzle through the whole method with the shipped shapes model."""
+"""walkthrough.py, lesson 0: one anchored puzzle with a missing piece through the whole method, with a model trained
+on such puzzles."""
 import re
 
 import pytest
@@ -24,6 +25,6 @@ def test_walkthrough_prints_every_stage_and_returns_the_metrics(capsys, monkeypa
     assert float(loss[1]) == pytest.approx(float(loss[2]) + 0.1 * float(loss[3]), rel=0.02)
     assert "(B, N): code told, the anchor (piece 0" in out and "[0, 1, 1, 1, 1, 1, 1, 1, 1]" in out    # the masks
     assert set(metrics) == {"piece_acc", "puzzle_acc"}
-    assert metrics["piece_acc"] >= 5 / 7                                  # far above chance (1/7) with its new masks
+    assert metrics["piece_acc"] >= 5 / 7                                  # far above chance (1/7)
     assert out.rstrip().endswith(f"{metrics['piece_acc']:.0%} in place, puzzle "
                                  f"{'solved' if metrics['puzzle_acc'] == 1 else 'not solved'}")
