@@ -49,7 +49,8 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
     table = kind.table()
     show("table", table, f"(cells, {table.shape[1]}): row r*{cols}+c = [sin/cos code of column c, of row r]")
     x0 = table[batch["true_pos"]]
-    show("x0", x0, "(B, N, 32): the code of each piece's true cell, the clean target")
+    dim = table.shape[1]                                        # the code's width: 16 per grid axis
+    show("x0", x0, f"(B, N, {dim}): the code of each piece's true cell, the clean target")
 
     print("3. Training (jpdvt.puzzle_loss): noise what is generated at a step t, predict it back from the rest")
     show("code mask", ~given, f"(B, N): codes noised and in the loss (not the anchor's) {(~given)[0].int().tolist()}")
@@ -60,7 +61,7 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
     xt = torch.where(given[..., None], x0, diffusion.q_sample(x0, t, noise["code"]))      # the anchor's stays clean
     gone = batch["missing"][..., None, None, None]
     ct = torch.where(gone, diffusion.q_sample(batch["content"], t, noise["content"]), batch["content"])
-    show("x_t", xt, f"(B, N, 32): sqrt(abar_t) x0 + sqrt(1 - abar_t) noise at t = {t.item()}, anchor clean")
+    show("x_t", xt, f"(B, N, {dim}): sqrt(abar_t) x0 + sqrt(1 - abar_t) noise at t = {t.item()}, anchor clean")
     show("content_t", ct, "(B, N, C, P, P): the missing piece's pixels noised the same way, the rest clean")
     with torch.no_grad():
         pred, _ = model(xt, ct, t, batch["missing"], given)
@@ -68,29 +69,32 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
         weights = {"code": config.train["weight_code"], "content": config.train["weight_content"]}   # as trained
         loss = puzzle_loss(model, diffusion, batch, table=table, given=given, weights=weights, t=t)
     mse = ((pred - x0) ** 2)[~given].mean()
-    show("prediction", pred, f"(B, N, 32): the network's x0 estimate; MSE {mse:.2e} over the "
+    show("prediction", pred, f"(B, N, {dim}): the network's x0 estimate; MSE {mse:.2e} over the "
          f"{int((~given).sum())} generated codes")
     print(f"  loss at t = {t.item()}: {loss['loss'].item():.2e} = {weights['code']} x code part "
           f"{loss['code'].item():.2e} + {weights['content']} x content part {loss['content'].item():.2e} (the missing "
           "piece's pixels)")
 
-    print("4. Solving (jpdvt.solve): the untold codes and the missing pixels start as noise, 50 reverse DDPM steps")
+    steps = 50
+    print(f"4. Solving (jpdvt.solve): the untold codes and the missing pixels start as noise, {steps} reverse DDPM "
+          "steps")
     generator = torch.Generator().manual_seed(0)
     start = {"code": x0 * given[..., None], "content": batch["content"] * ~batch["missing"][..., None, None, None]}
     masks = {"code": ~given, "content": batch["missing"]}       # what is generated; the rest is put back every step
-    out = diffusion.sample(model_fn(model, batch["missing"], given), start, masks, steps=50, generator=generator)
-    show("codes", out["code"], "(B, N, 32): the generated code of every piece (the anchor's as told)")
+    out = diffusion.sample(model_fn(model, batch["missing"], given), start, masks, steps=steps, generator=generator)
+    show("codes", out["code"], f"(B, N, {dim}): the generated code of every piece (the anchor's as told)")
     dist = torch.cdist(out["code"], table[None])
     show("distances", dist, "(B, N, cells): from each generated code to each cell's true code")
     positions = assign(pin(dist[0].numpy(), pinned_cells(batch, given)[0].numpy()), "hungarian")
     print(f"  positions     {str(positions.shape):<16} one distinct cell per piece (Hungarian; the anchor keeps "
           f"its cell) {positions.tolist()}")
-    opts = SampleOptions(steps=50, sampler="ddpm", generator=torch.Generator().manual_seed(0))
+    opts = SampleOptions(steps=steps, sampler="ddpm", generator=torch.Generator().manual_seed(0))
     again, _ = solve(model, diffusion, batch, table=table, opts=opts, given=given)
     assert (again[0] == positions).all()                        # solve() is exactly step 4's lines
     metrics = kind.score(positions[None], batch)
     placed = int((~batch["missing"] & ~given).sum())
-    print(f"5. Scoring (jpdvt.Images.score): of the {placed} pieces placed (not the anchor, not the missing one), "
+    print(f"5. Scoring (jpdvt.Images.score): of the {placed} pieces placed (not the anchor, not the "
+          f"{int(batch['missing'].sum())} missing), "
           f"{metrics['piece_acc']:.0%} in place, puzzle {'solved' if metrics['puzzle_acc'] == 1 else 'not solved'}")
     return metrics
 

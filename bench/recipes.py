@@ -301,7 +301,7 @@ PAPER_TABLE = {"video-mmnist-5x4": ("video-mmnist-5x4", ["--sampler", "ddim"]),
                "video-mmnist-20x1 ddpm-50 x4": ("video-mmnist-20x1", ["--sampler", "ddpm", "--samples", "4"])}
 PAPER_CLIPS = "1000"
 # the README's video figures: each shipped video model scored once, with its own estimator (the sampling its
-# confidence table was fitted with, chosen on val), on test clips of a seed that no choice has seen
+# confidence table was fitted with), on test clips of a seed that no choice has seen
 FRESH = 20261202
 FRESH_SEED = {"video-mmnist-20x1": 1000, "video-mmnist-10x2": 1000, "video-mmnist-5x4": 1000, "video-digits-5x4": 200}
 # one network call at t = T-1 (issue 27.3): the x0 prediction from pure noise, the posterior-mean estimate of every

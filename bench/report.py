@@ -90,7 +90,7 @@ GROUPS = {
                  "`python -m bench one-call`"),
     "confidence": ("Confidence: val fit, test ECE (README settings; older rows: 583ecc8)",
                    "`python -m bench confidence own-photos confidence-evidence`"),
-    "one-call val": ("sample.py's default, chosen on val (images 8 passes; photo rows trained on val)",
+    "one-call val": ("Samplers on val: one call, DDIM-50, DDPM-50 (images 8 passes; photo rows trained on val)",
                      "`python -m bench one-call-val`"),
     "assign": ("Assignment: Hungarian against the paper's greedy rule",
                "`python -m bench assign`"),
@@ -114,8 +114,8 @@ GROUPS = {
     "quickstart": ("Quickstart levers: one change each, 200 val puzzles, DDPM-50", None),
     "compute": ("Compute: photo models trained on an H200, scored here",
                 "`python -m bench compute-val` (the checkpoints: `bench/gpu.py`)"),
-    "paper-table": ("The paper's Moving MNIST protocol (Table 5): shipped checkpoints, 1000 test clips (anchored; "
-                    "DDIM-50, the estimator chosen on val)",
+    "paper-table": ("The paper's Moving MNIST protocol (Table 5): shipped checkpoints, 1000 test clips of seed 1 "
+                    "(anchored; the sampler of each row)",
                     "`python -m bench paper-table`"),
     "walkthrough": ("The walkthrough's model (`checkpoints/image-shapes-3x3-anchor-missing.pt`)", None),
     "fresh-seed": ("The README's video figures: each shipped video model once, its own estimator, test clips of a "

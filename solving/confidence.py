@@ -14,8 +14,9 @@ wrong.) So:
   missing pieces a puzzle table (of its smallest piece margin) and a piece table, stored in the checkpoint with the
   sampling settings they were fitted with. Those settings are the checkpoint's estimator: sample.py and jpdvt.load
   solve with them by default, and only solves with them report a confidence.
-- `probability`: a margin -> its bin's accuracy, interpolated between bin centres. A piece's probability is never
-  below its puzzle's: every piece right is never likelier than one of them right.
+- `probability`: a margin -> its bin's accuracy, interpolated between bin centres.
+- `piece_probability`: a piece's probability, never below its puzzle's: every piece right is never likelier than
+  one of them right.
 - `reliability`: on another split (test), predicted against observed accuracy in bins, and the expected
   calibration error (ECE: the bins' |predicted - observed| weighted by their share of pieces).
 - sample.py's use: `gather` (a solved batch's evidence), `calibrate` (--calibrate: fit and store the tables),

@@ -22,7 +22,7 @@ from solving.bag import order_clips, solve_image_bag
 from solving.confidence import Calibrated, fitted_with
 from sources.vae import load_codec
 
-# the sampling of a checkpoint without an estimator chosen on val (sampling_defaults)
+# the sampling of a checkpoint without an estimator (sampling_defaults)
 SAMPLING = {"steps": 50, "sampler": "ddpm", "samples": 1, "assign": "hungarian", "precision": "auto"}
 
 
@@ -107,10 +107,9 @@ class Solver(Calibrated):
 
 
 def sampling_defaults(ckpt):
-    """{steps, sampler, samples, assign, precision}: the checkpoint's estimator, the settings chosen on val that its
-    confidence table was fitted with (sample.py --split val --calibrate), else SAMPLING. jpdvt.load and sample.py
-    solve with them unless told otherwise, so the confidence applies: a table fitted in fp32 on a CPU solves in fp32
-    on a GPU too."""
+    """{steps, sampler, samples, assign, precision}: the checkpoint's estimator, the settings its confidence table was
+    fitted with (sample.py --split val --calibrate), else SAMPLING. jpdvt.load and sample.py solve with them unless
+    told otherwise, so the confidence applies: a table fitted in fp32 on a CPU solves in fp32 on a GPU too."""
     cal = ckpt.get("calibration")
     fitted = fitted_with(cal["settings"]) if cal else {}
     return {k: fitted.get(k, v) for k, v in SAMPLING.items()}
