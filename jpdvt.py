@@ -13,9 +13,9 @@ Read this file after posenc.py and diffusion.py; the networks are in dit.py and 
 
   | piece                 | code: noised, in the loss, put back each step | content: the same   | scored               |
   | --------------------- | --------------------------------------------- | ------------------- | -------------------- |
-  | placed (content given)| yes, yes, no (generated)                      | no, no, yes (clean) | yes                  |
+  | placed (has content)  | yes, yes, no (generated)                      | no, no, yes (clean) | yes                  |
   | missing               | yes, yes, no (generated)                      | yes, yes, no        | images no, videos yes|
-  | anchored (code given) | no, no, yes (its true code)                   | no, no, yes (clean) | images no, videos yes|
+  | anchored (code told)  | no, no, yes (its true code)                   | no, no, yes (clean) | images no, videos yes|
 
 - puzzle_loss (training): per-part weighted MSE over the generated entries (each part's mean over its generated
   entries in the batch).

@@ -7,7 +7,9 @@ told). A tiny model trained on such puzzles (checkpoints/image-shapes-3x3-anchor
 and an anchor) computes one training loss on it, then solves it. The steps: the positional code of every other
 piece starts as noise, 50 reverse diffusion steps denoise it (and the missing piece's pixels), and the pieces get
 cells one to one by code distance (Hungarian), the anchor on its own. The model predicts the clean codes (x0), not
-the paper's noise (eps), which stayed at chance here (README, "Differences from the paper"). Then read posenc.py,
+the paper's noise (eps), which stayed at chance here. One reason measured: the eps loss weighs a code's error by the
+signal-to-noise ratio, tiny at the noisy steps where only the content tells a piece's place (bench/README.md, "eps
+against x0"). Then read posenc.py,
 diffusion.py, jpdvt.py (README, "How to read this code").
 
     python walkthrough.py          # no flags, a few seconds on a CPU
@@ -93,6 +95,10 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
     assert (again[0] == positions).all()                        # solve() is exactly step 4's lines
     metrics = kind.score(positions[None], batch)
     placed = int((~batch["missing"] & ~given).sum())
+    for i in batch["missing"][0].nonzero().flatten().tolist():       # a generated piece can take a real one's cell
+        if positions[i] != batch["true_pos"][0, i]:
+            print(f"  the missing piece {i} (from cell {batch['true_pos'][0, i].item()}) was given cell "
+                  f"{positions[i]}: its generated code is a guess, and it can take a real piece's cell")
     print(f"5. Scoring (jpdvt.Images.score): of the {placed} pieces placed (not the anchor, not the "
           f"{int(batch['missing'].sum())} missing), "
           f"{metrics['piece_acc']:.0%} in place, puzzle {'solved' if metrics['puzzle_acc'] == 1 else 'not solved'}")
