@@ -119,7 +119,7 @@ GROUPS = {
                     "`python -m bench paper-table`"),
     "walkthrough": ("The walkthrough's model (`checkpoints/image-shapes-3x3-anchor-missing.pt`)", None),
     "fresh-seed": ("The README's video figures: each shipped video model once, its own estimator, test clips of a "
-                   "seed no choice has seen", "`python -m bench fresh-seed`"),
+                   "seed no choice has seen", "`python -m bench fresh-seed` (frame chaining: `fresh-seed-baselines`)"),
     "gpu": ("The lent GPU: training runs",
             "on the device `python -m bench.gpu --photos .photos --out $OUT --runs /tmp/runs --photo-seconds 200 "
             "--gap-seconds 60`, then `python -m bench gpu-record` here"),
