@@ -9,8 +9,7 @@ piece starts as noise, 50 reverse diffusion steps denoise it (and the missing pi
 cells one to one by code distance (Hungarian), the anchor on its own. The model predicts the clean codes (x0), not
 the paper's noise (eps), which stayed at chance here. One reason measured: the eps loss weighs a code's error by the
 signal-to-noise ratio, tiny at the noisy steps where only the content tells a piece's place (bench/README.md, "eps
-against x0"). Then read posenc.py,
-diffusion.py, jpdvt.py (README, "How to read this code").
+against x0"). Then read posenc.py, diffusion.py, jpdvt.py (README, "How to read this code").
 
     python walkthrough.py          # no flags, a few seconds on a CPU
 """
@@ -49,9 +48,9 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
 
     print("2. The codes the model generates (posenc.py): a 2D sinusoidal code per grid cell")
     table = kind.table()
-    show("table", table, f"(cells, {table.shape[1]}): row r*{cols}+c = [sin/cos code of column c, of row r]")
-    x0 = table[batch["true_pos"]]
     dim = table.shape[1]                                        # the code's width: 16 per grid axis
+    show("table", table, f"(cells, {dim}): row r*{cols}+c = [sin/cos code of column c, of row r]")
+    x0 = table[batch["true_pos"]]
     show("x0", x0, f"(B, N, {dim}): the code of each piece's true cell, the clean target")
 
     print("3. Training (jpdvt.puzzle_loss): noise what is generated at a step t, predict it back from the rest")

@@ -242,10 +242,8 @@ def solve_pieces(args, solver):
                   "grid": list(grid or solver.config.puzzle.grid), "generated_cells": result.generated.tolist()}
         path = os.path.join(args.out, "arrangement.json")
         result.image.save(os.path.join(args.out, "solved.png"))
-    report.update(puzzle_confidence=result.puzzle_confidence,
-                  ckpt=args.ckpt,
-                  steps=args.steps, sampler=args.sampler, samples=args.samples,
-                  precision=solver.settings()["precision"],
+    report.update(puzzle_confidence=result.puzzle_confidence, ckpt=args.ckpt, steps=args.steps, sampler=args.sampler,
+                  samples=args.samples, precision=solver.settings()["precision"],
                   calibrated=result.confidence is not None)
     with open(path, "w") as f:
         json.dump(report, f, indent=2)
