@@ -170,10 +170,6 @@ class Images:
     """Image puzzles (train_image.py): an R x C grid of square pieces."""
     network = DiT
     datasets = DATASETS
-    inputs = ("image", "pieces")             # sample.py flags that take your own data
-    reported = ("grid", "piece_size", "gap", "anchor")   # copied into sample.py's metrics.json
-    pictured = 8                             # test puzzles pictured by sample.py
-    solved_metric = "puzzle_acc"             # the metric of fully solved puzzles
     counted = ("piece_acc and puzzle_acc count the pieces with content that the model had to place, not the anchored "
                "one (whose position the model is told); missing pieces are generated and not scored")
 
@@ -196,18 +192,11 @@ class Images:
         return {"piece_acc": piece_accuracy(positions, true_pos, placed),
                 "puzzle_acc": puzzle_accuracy(positions, true_pos, placed)}
 
-    def summary(self, metrics):
-        return f"piece accuracy {metrics['piece_acc']:.4f}, puzzle accuracy {metrics['puzzle_acc']:.4f}"
-
 
 class Videos:
     """Temporal puzzles (train_video.py): a clip cut into pieces of consecutive frames; the first stays first."""
     network = UNet3D
     datasets = VIDEO_DATASETS
-    inputs = ("video", "frames", "superres")
-    reported = ("pieces", "frames_per_piece", "size", "frame_stride")
-    pictured = 4
-    solved_metric = "exact"
     counted = ("kendall and exact compare every piece's slot, generated pieces included, each against the slot of the "
                "clip it replaced (strict); kendall_set and exact_set compare the slots of generated pieces as a set "
                "(they start as interchangeable noise); the anchor (first piece) counts in all four; kendall_rev is the "
@@ -236,10 +225,6 @@ class Videos:
                 "kendall_set": float(np.mean(kendall_distance(positions, as_set))),
                 "exact_set": puzzle_accuracy(positions, as_set),
                 "kendall_rev": float(np.mean(kendall_reversible(positions, true_pos)))}
-
-    def summary(self, metrics):
-        return (f"mean Kendall distance {metrics['kendall']:.4f} (generated pieces as a set "
-                f"{metrics['kendall_set']:.4f}), exactly ordered {metrics['exact']:.4f} ({metrics['exact_set']:.4f})")
 
 
 KINDS = {"image": Images, "video": Videos}

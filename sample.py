@@ -6,14 +6,13 @@ Paper: "Predicted position encodings" (supplement) and "Metrics" (Sec. 4.2). Eve
 is rebuilt from the checkpoint; the EMA weights are used. Image checkpoints report piece- and puzzle-level
 accuracy over the pieces the model had to place; video checkpoints report the mean normalized Kendall distance
 and the fraction of clips fully ordered, strict and with generated pieces compared as a set (the `counted` texts of
-jpdvt.Images and jpdvt.Videos say what each counts). --animate writes a GIF of the sampling (solving/animate.py).
-Your own data (--image, --video, --pieces, --frames, --superres: the supplement's temporal super-resolution) is
-solved by solving/own.py; the confidence (--calibrate) is solving/confidence.py.
+jpdvt.Images and jpdvt.Videos say what each counts). Your own data (--pieces, --frames, and --superres: the
+supplement's temporal super-resolution, of test clips or of --video) is solved by solving/own.py; the confidence
+(--calibrate) is solving/confidence.py.
 
     python sample.py --ckpt checkpoints/image-shapes-3x3.pt                 # metrics.json + examples.png
     python sample.py --ckpt out/run/ckpt.pt --missing 2 --sampler ddim --steps 25      # deterministic
-    python sample.py --ckpt checkpoints/image-photos-3x3-gap.pt --image photo.jpg --missing 2 --animate
-    python sample.py --ckpt out/video/ckpt.pt --video clip.mp4             # order your own clip
+    python sample.py --ckpt checkpoints/image-photos-3x3.pt --pieces my_pieces/      # solved.png, arrangement.json
     python sample.py --ckpt out/video/ckpt.pt --superres 1                 # 1 generated piece between given ones
 """
 import argparse
@@ -26,21 +25,34 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-import jpdvt
 from diffusion import SAMPLERS
 from jpdvt import SampleOptions, given_codes
 from metrics import ASSIGNERS
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import PRECISIONS, Removed, UserError, positive, resolve_device, run_cli
 from puzzles import DATASETS, FOLDER_DATASETS, VIDEO_DATASETS, collate, to_device
-from solving.animate import Recorder, puzzle_animation
 from solving.confidence import calibrate, check_val_size, gather, reliability_of
-from solving.own import order_clip, refuse_conflicts, solve_photo, solve_pieces, superres, test_settings
+from solving.own import refuse_conflicts, solve_pieces, superres, test_settings
 from solving.pictures import picture, save_pictures
 from solving.solver import Solver, sampling_defaults
 from sources.files import split_seen
 
 SCORED = {"test": "scored once, for the final figures", "val": "model selection"}
+# What sample.py takes and reports of each kind of puzzle: the flags of your own data, the puzzle settings copied into
+# metrics.json, the test puzzles pictured and the metric of fully solved puzzles
+REPORT = {"image": {"inputs": ("pieces",), "settings": ("grid", "piece_size", "gap", "anchor"), "pictured": 8,
+                    "solved": "puzzle_acc"},
+          "video": {"inputs": ("video", "frames", "superres"),
+                    "settings": ("pieces", "frames_per_piece", "size", "frame_stride"), "pictured": 4,
+                    "solved": "exact"}}
+
+
+def summary(kind, metrics):
+    """One line of a kind's scores (jpdvt.Images.score or jpdvt.Videos.score)."""
+    if kind == "image":
+        return f"piece accuracy {metrics['piece_acc']:.4f}, puzzle accuracy {metrics['puzzle_acc']:.4f}"
+    return (f"mean Kendall distance {metrics['kendall']:.4f} (generated pieces as a set "
+            f"{metrics['kendall_set']:.4f}), exactly ordered {metrics['exact']:.4f} ({metrics['exact_set']:.4f})")
 
 
 # ----------------------------------------------------------------------------
@@ -61,9 +73,10 @@ def score_test_set(args, solver):
     Solve --num-puzzles puzzles of --split (test, or val for model selection), --repeats times (pass r: shuffles,
     missing pieces and sampling noise of seed --seed + r, so pass 0 is a run with --repeats 1); write metrics.json
     (the mean over passes, which weigh the same, and each pass's figures) and examples.png (images) or examples.gif
-    (videos) of the first pass; --animate: solving.gif of the first puzzle.
+    (videos) of the first pass.
     """
     puzzle, kind = solver.config.puzzle, solver.kind
+    report = REPORT[puzzle.kind]
     seen, note = split_seen(solver.data, lambda s: kind.puzzles(s, 0).files, split=args.split,
                             where=(args.ckpt, puzzle.data_dir))
     if note:
@@ -71,7 +84,7 @@ def score_test_set(args, solver):
     if args.calibrate and seen:
         raise UserError(f"{args.ckpt} trained on the {args.split} split, so a confidence fitted on it would be "
                         "optimistic; --calibrate a model trained without it")
-    passes, rows, seconds, animation, found = [], [], 0.0, None, []
+    passes, rows, seconds, found = [], [], 0.0, []
     warm_up(solver, kind.puzzles(args.split, args.seed), min(args.batch_size, args.num_puzzles))
     for r in range(args.repeats):
         test = kind.puzzles(args.split, args.seed + r)
@@ -86,19 +99,15 @@ def score_test_set(args, solver):
                           desc="solving" + (f" (pass {r + 1}/{args.repeats})" if args.repeats > 1 else "")):
             batch = collate([test[i] for i in range(start, min(start + args.batch_size, num))])
             batch = to_device(batch, solver.device)
-            rec = Recorder() if args.animate and r == 0 and start == 0 else None
             t = time.time()
-            pos, content = solver.solve_batch(batch, callback=rec)   # jpdvt.solve: the codes, then the assignment
+            pos, content = solver.solve_batch(batch)   # jpdvt.solve: the codes, then the assignment
             seconds += time.time() - t
             if args.calibrate or solver.calibrated():         # the confidence's evidence: one more network call
                 counted = ~given_codes(batch, kind.anchored) & (~batch["missing"] if puzzle.kind == "image" else True)
                 found.append(gather(solver, batch, pos, counted, before=sum(len(f[2]) for f in found)))
-            if rec:
-                animation = puzzle_animation(os.path.join(args.out, "solving.gif"), rec, solver, batch=batch,
-                                           positions=pos)
             positions.append(pos)
             truth.append({k: batch[k].cpu() for k in ("true_pos", "missing")})
-            shown = min(kind.pictured - len(rows), len(pos))
+            shown = min(report["pictured"] - len(rows), len(pos))
             if shown > 0:
                 content = solver.pixels(content[:shown])
                 rows += [picture(kind, batch, pos, content, k) for k in range(shown)]
@@ -112,7 +121,7 @@ def score_test_set(args, solver):
                "repeats": args.repeats, "ckpt": args.ckpt, "train_step": solver.step, "split_seen": seen}
     if args.repeats > 1:
         metrics["passes"] = passes
-    metrics.update({k: getattr(puzzle, k) for k in kind.reported})
+    metrics.update({k: getattr(puzzle, k) for k in report["settings"]})
     found = [np.concatenate(part) for part in zip(*found)]   # piece margins, correct; puzzle margins, correct;
     # the puzzle of each piece
     if args.calibrate:
@@ -125,20 +134,18 @@ def score_test_set(args, solver):
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
     path, shown = save_pictures(kind, args.out, rows)
-    summary = kind.summary(metrics)
+    line = summary(puzzle.kind, metrics)
     if args.repeats > 1:
-        summary += f" (mean of {args.repeats} passes; {kind.solved_metric} of each: " + \
-            " ".join(f"{p[kind.solved_metric]:.3f}" for p in passes) + ")"
+        line += f" (mean of {args.repeats} passes; {report['solved']} of each: " + \
+            " ".join(f"{p[report['solved']]:.3f}" for p in passes) + ")"
     ensemble = f" x{args.samples} samples" if args.samples > 1 else ""
     unseen = "" if not seen else f" (NOT held out: the model trained on this {args.split} split)"
-    print(f"{num} puzzles ({args.sampler}-{args.steps}{ensemble}, {args.assign}): {summary}, "
+    print(f"{num} puzzles ({args.sampler}-{args.steps}{ensemble}, {args.assign}): {line}, "
           f"{metrics['sec_per_puzzle']:.3f} s/puzzle{unseen}")
     for part, rep in metrics.get("confidence", {}).items():
         print(f"{part} confidence: expected calibration error {rep['ece']:.3f}; predicted / observed per bin: "
               + ", ".join(f"{p:.2f}/{o:.2f} ({n})" for _, _, n, p, o in rep["rows"]))
     print(f"wrote {os.path.join(args.out, 'metrics.json')} and {path} ({shown})")
-    if animation:
-        print(f"wrote {animation} (the sampling of the first puzzle, generated pieces in red)")
     return metrics
 
 
@@ -157,11 +164,13 @@ def main(args):
         folder = args.pieces or args.frames
         args.out = (os.path.normpath(folder) + "_solved" if folder else
                     os.path.join(os.path.dirname(os.path.abspath(args.ckpt)), "samples"))
-    for flag in ("image", "video", "pieces", "frames", "superres"):
-        if getattr(args, flag) and flag not in jpdvt.kind_of(config).inputs:
-            *first, last = [f"--{f}" for f in jpdvt.kind_of(config).inputs]
+    inputs = REPORT[config.kind]["inputs"]
+    for flag in ("video", "pieces", "frames", "superres"):
+        if getattr(args, flag) and flag not in inputs:
+            its = f"its input is --{inputs[0]}" if len(inputs) == 1 else \
+                f"its inputs are {', '.join('--' + f for f in inputs[:-1])} and --{inputs[-1]}"
             raise UserError(f"--{flag} does not apply to {args.ckpt}, {'an' if config.kind == 'image' else 'a'} "
-                            f"{config.kind} model; its inputs are {', '.join(first)} and {last}")
+                            f"{config.kind} model; {its}")
     trained = config.puzzle
     config = replace(config, puzzle=test_settings(args, trained))     # ckpt["config"] stays the trained one
     device = resolve_device(args.device)
@@ -173,12 +182,8 @@ def main(args):
     os.makedirs(args.out, exist_ok=True)
     if args.pieces or args.frames:
         return solve_pieces(args, solver)
-    if args.image:
-        return solve_photo(args, solver)
     if args.superres:
         return superres(args, solver)
-    if args.video:
-        return order_clip(args, solver)
     return score_test_set(args, solver)
 
 
@@ -209,8 +214,7 @@ def get_parser():
                    help="codes -> positions: hungarian (optimal, min total L2 distance) or greedy (the paper's text: "
                         "piece by piece, the closest free position by L2)")
     p.add_argument("--missing", type=int, default=None,
-                   help="missing pieces per puzzle, generated by the model (default: the checkpoint's; 0 for --image "
-                        "and --video)")
+                   help="missing pieces per puzzle, generated by the model (default: the checkpoint's)")
     p.add_argument("--out", default=None, help="output folder (default: samples/ next to the checkpoint; --pieces "
                                                "and --frames: DIR_solved next to the folder)")
     p.add_argument("--dataset", default=None, choices=[*DATASETS, *VIDEO_DATASETS],
@@ -218,10 +222,12 @@ def get_parser():
     p.add_argument("--data-dir", default=None,
                    help="image folder for folder/imagenet/jpwleg3, the MNIST IDX folder or mnist_test_seq.npy for "
                         "movingmnist, video folder for videos (default: the training run's)")
-    p.add_argument("--image", default=None, help="solve your own photo: cut, shuffle, solve, picture")
+    p.add_argument("--image", action=Removed,
+                   instead="cut your photo into piece files and solve them with --pieces DIR (python -m bench.animate "
+                           "--ckpt CKPT --image PHOTO --out DIR cuts, shuffles, solves and animates one)")
     p.add_argument("--video", default=None,
-                   help="video checkpoints: order your own clip (file or frame folder; its centre is cut into the "
-                        "checkpoint's pieces, shuffled and solved)")
+                   help="video checkpoints, with --superres: your own clip (a file or a frame folder) to raise the "
+                        "frame rate of")
     p.add_argument("--pieces", default=None,
                    help="image checkpoints: solve a folder of piece images in any order and with any names (resized to "
                         "the model's piece size; cells beyond them are missing and generated); writes solved.png and "
@@ -235,14 +241,11 @@ def get_parser():
                         "--anchor; video models: FILE=0 names the first piece")
     p.add_argument("--superres", type=int, default=0,
                    help="video checkpoints: generate K pieces between each pair of given pieces (K frames with "
-                        "1-frame pieces), of --video or of test clips")
+                        "1-frame pieces), of test clips or of --video")
     p.add_argument("--frame-stride", type=int, default=None,
                    help="video checkpoints: keep every N-th frame (default: the checkpoint's)")
-    p.add_argument("--animate", action="store_true",
-                   help="also write a GIF of the sampling, one frame per step: each piece drawn where its predicted "
-                        "code points, gliding into place, missing pieces forming from noise (red); <name>_solving.gif "
-                        "for --image and --video, solving.gif of the first test puzzle otherwise; with --samples K the "
-                        "first sample's steps")
+    p.add_argument("--animate", action=Removed,
+                   instead="python -m bench.animate --ckpt CKPT --out DIR writes the GIF of a solve (bench/animate.py)")
     p.add_argument("--calibrate", action="store_true",
                    help="with --split val: fit the tables that turn a piece's code margin into a probability of being "
                         "right and store them in the checkpoint (solving/confidence.py); later scores report their "

@@ -17,9 +17,8 @@ from PIL import Image
 from metrics import assign, pin
 from plumbing.cli import UserError
 from puzzles import assemble, video_tensor
-from solving.animate import DISPLAY, enlarge
 from solving.confidence import margins
-from solving.pictures import mark_cells
+from solving.pictures import DISPLAY, enlarge, mark_cells
 from sources.files import as_image, clip_frames, piece_pixels
 
 

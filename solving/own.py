@@ -1,12 +1,10 @@
 """
-Solving your own data with a trained checkpoint (sample.py's flags): a photo cut into a puzzle (--image), a clip cut
-into a temporal puzzle (--video), a folder of pieces nobody has solved (--pieces, --frames), and temporal
-super-resolution (--superres). The loaded checkpoint is a Solver (solving/solver.py); the bag itself
-(solving/bag.py) is what Solver.solve runs. Also sample.py's checks of its flags (refuse_conflicts) and which
-puzzles it scores (test_settings). Paper: the supplement's "Downstream Task: Temporal Super-resolution"
-(--superres); the rest is not in the paper (pieces of your own, pins, their confidence).
+Solving your own data with a trained checkpoint (sample.py's flags): a folder of pieces nobody has solved (--pieces,
+--frames) and temporal super-resolution of test clips or of your own clip (--superres, --video). The loaded checkpoint
+is a Solver (solving/solver.py); the bag itself (solving/bag.py) is what Solver.solve runs. Also sample.py's checks of
+its flags (refuse_conflicts) and which puzzles it scores (test_settings). Paper: the supplement's "Downstream Task:
+Temporal Super-resolution" (--superres); the rest is not in the paper (pieces of your own, pins, their confidence).
 
-    python sample.py --ckpt checkpoints/image-photos-3x3.pt --image photo.jpg --animate
     python sample.py --ckpt checkpoints/image-photos-3x3.pt --pieces my_pieces/          # solved.png, arrangement.json
     python sample.py --ckpt checkpoints/video-mmnist-10x2.pt --frames my_clips/          # order.json
     result = jpdvt.load("checkpoints/image-photos-3x3.pt").solve(pieces)                # a Result
@@ -21,67 +19,15 @@ from PIL import Image
 
 import jpdvt
 from plumbing.cli import UserError
-from posenc import grid_table
-from puzzles import (
-    VideoPuzzles,
-    assemble,
-    cut_image,
-    make_video_puzzle,
-    parse_grid,
-    shuffle_pieces,
-    video_item,
-    video_tensor,
-)
-from solving.animate import DISPLAY, Recorder, enlarge, puzzle_animation, solving_gif
-from solving.pictures import mark_cells, save_png, stack, video_row, write_rows
-from sources.files import data_folder, fit_channels, fit_image, open_photo, read_video
+from puzzles import VideoPuzzles, parse_grid, video_tensor
+from solving.pictures import video_row, write_rows
+from sources.files import data_folder, fit_channels, read_video
+
+SUPERRES_CLIPS = 4          # test clips --superres pictures
 
 # ----------------------------------------------------------------------------
-# Your own photo or clip
+# Temporal super-resolution (supplement, "Downstream Task: Temporal Super-resolution")
 # ----------------------------------------------------------------------------
-
-def solve_photo(args, solver):
-    """
-    Cut --image to the checkpoint's grid at the model's resolution, shuffle it and remove --missing pieces (seeded),
-    solve it (the model generates the missing pieces); draw input | solution | original with pieces cut from the
-    photo's own pixels (up to DISPLAY px a side), generated ones enlarged from the model's resolution and
-    outlined in red. --animate: <name>_solving.gif of the sampling at the same resolution.
-    """
-    puzzle, device = solver.config.puzzle, solver.device
-    grid, piece, gap = puzzle.grid, puzzle.piece_size, puzzle.gap
-    photo = open_photo(args.image, grid, piece + gap)
-    pieces = cut_image(fit_image(photo, grid[0] * (piece + gap), grid[1] * (piece + gap)), grid, piece, gap=gap)
-    true_pos, miss = shuffle_pieces(len(pieces), np.random.default_rng(args.seed), puzzle.missing, anchor=puzzle.anchor)
-    batch = {"content": torch.from_numpy(pieces[true_pos]).permute(0, 3, 1, 2)[None].float().to(device) * 2 - 1,
-             "true_pos": torch.from_numpy(true_pos)[None].to(device),
-             "missing": torch.from_numpy(miss)[None].to(device)}
-    rec = Recorder() if args.animate else None
-    pos, generated = solver.solve_batch(batch, callback=rec)
-    acc = solver.kind.score(pos, batch)
-    # the same cut at display resolution: as large as the photo allows, up to DISPLAY px per piece
-    k = max(1.0, min(DISPLAY / piece, min(photo.width / grid[1], photo.height / grid[0]) / (piece + gap)))
-    big_piece, big_gap = round(piece * k), round(gap * k)
-    big = cut_image(fit_image(photo, grid[0] * (big_piece + big_gap), grid[1] * (big_piece + big_gap)), grid,
-                    big_piece, gap=big_gap)
-    n, border, gone = len(big), max(2, big_piece // 40), miss[:, None, None, None]
-    given = big[true_pos]                                                  # (N, S, S, 3) in shuffled order
-    solved = np.where(gone, enlarge(generated[0], big_piece, smooth=True), given)
-    solution = mark_cells(assemble(solved, pos[0], grid, border=border, fill=1.0), pos[0][miss], grid, side=big_piece,
-                          border=border)
-    out = os.path.join(args.out, stem(args.image) + "_solved.png")
-    save_png(out, stack([assemble(np.where(gone, 0.5, given), np.arange(n), grid, border=border, fill=1.0), solution,
-                         assemble(big, np.arange(n), grid, border=border, fill=1.0)], gap=4 * border))
-    kept = n - puzzle.missing
-    placed = round(acc["piece_acc"] * (kept - int(puzzle.anchor))) + int(puzzle.anchor)
-    print(f"{'solved' if acc['puzzle_acc'] == 1.0 else 'not solved'}: {placed}/{kept} pieces in place, "
-          f"{puzzle.missing} generated; wrote {out} (input | solution | original)")
-    if rec:
-        gif = solving_gif(os.path.join(args.out, stem(args.image) + "_solving.gif"), rec, solver.table, grid=grid,
-                          tiles_at=lambda i: np.where(gone, enlarge(rec.content[i], big_piece), given), marked=miss,
-                          final=pos[0])
-        print(f"wrote {gif} (the sampling, generated pieces in red)")
-    return acc
-
 
 def read_clip(args, puzzle, num_frames):
     """The centre num_frames frames of --video, at the checkpoint's size and channels: (L, H, W, C) in [0, 1]."""
@@ -99,32 +45,6 @@ def stem(path):
     """clip.mp4 or frames/ -> "clip" or "frames": the name output files are derived from."""
     return os.path.splitext(os.path.basename(os.path.normpath(path)))[0]
 
-
-def order_clip(args, solver):
-    """Cut --video into the checkpoint's pieces (centre window), shuffle it (seeded), solve, and picture it."""
-    puzzle = solver.config.puzzle
-    pieces, fpp = puzzle.pieces, puzzle.frames_per_piece
-    clip = read_clip(args, puzzle, pieces * fpp)
-    cut = make_video_puzzle(clip, pieces, fpp, rng=np.random.default_rng(args.seed), missing=puzzle.missing, start=0)
-    batch = {k: v[None].to(solver.device) for k, v in video_item(cut).items()}   # a batch of one
-    rec = Recorder() if args.animate else None
-    pos, generated = solver.solve_batch(batch, callback=rec)
-    scores = solver.kind.score(pos, batch)
-    gif = write_rows(os.path.join(args.out, f"{stem(args.video)}_solved.gif"),
-                     [video_row(batch, pos, solver.pixels(generated), k=0)], ["shuffled", "solved", "original"])
-    print(f"predicted positions of the shuffled pieces {pos[0].tolist()} (true {cut['true_pos'].tolist()}): "
-          f"Kendall distance {scores['kendall']:.3f}, {'in order' if scores['exact'] == 1 else 'not in order'}; "
-          f"wrote {gif} (shuffled | solved | original)")
-    if rec:
-        path = puzzle_animation(os.path.join(args.out, f"{stem(args.video)}_solving.gif"), rec, solver, batch=batch,
-                              positions=pos)
-        print(f"wrote {path} (the sampling, generated pieces in red)")
-    return scores
-
-
-# ----------------------------------------------------------------------------
-# Temporal super-resolution (supplement, "Downstream Task: Temporal Super-resolution")
-# ----------------------------------------------------------------------------
 
 def superres(args, solver):
     """
@@ -148,7 +68,7 @@ def superres(args, solver):
         content = video_tensor(full)[None]
     else:                                                      # test clips in time order: (B, N, F, C, H, W)
         test = VideoPuzzles(replace(puzzle, missing=0), "test", args.seed)
-        items = [test[i] for i in range(min(args.num_puzzles, solver.kind.pictured, len(test)))]
+        items = [test[i] for i in range(min(args.num_puzzles, SUPERRES_CLIPS, len(test)))]
         content = torch.stack([it["content"][torch.argsort(it["true_pos"])] for it in items])
     b = content.shape[0]
     batch = {"content": content.to(device), "true_pos": torch.arange(pieces, device=device).expand(b, -1),
@@ -214,13 +134,12 @@ def parse_pins(args, names, video):
 
 def solve_pieces(args, solver):
     """--pieces / --frames: solve the folder's pieces (Solver.solve); write solved.png and arrangement.json
-    (images) or order.json (videos), and with --animate the solving GIF. Everything is checked before anything is
+    (images) or order.json (videos). Everything is checked before anything is
     written."""
     video = solver.config.kind == "video"
     names, pieces = read_pieces(args.pieces or args.frames, video, solver.config.puzzle)
     grid = parse_grid(args.grid) if args.grid else None
-    rec = Recorder() if args.animate and not video else None
-    result = solver.solve(dict(zip(names, pieces)), pins=parse_pins(args, names, video), grid=grid, callback=rec)
+    result = solver.solve(dict(zip(names, pieces)), pins=parse_pins(args, names, video), grid=grid)
     conf = result.confidence if result.confidence is not None else [None] * len(names)
     cells = len(result.cells)
     if not video and len(names) < cells and not solver.generates:
@@ -250,18 +169,7 @@ def solve_pieces(args, solver):
     sure = "" if result.puzzle_confidence is None else f", {result.puzzle_confidence:.0%} sure of all of it"
     picture = "" if video else f" and {os.path.join(args.out, 'solved.png')}"
     print(f"{len(names)} pieces solved{sure}; wrote {path}{picture}")
-    if rec:
-        print(f"wrote {pieces_gif(os.path.join(args.out, 'solving.gif'), rec, result, grid=report['grid'])}")
     return report
-
-
-def pieces_gif(path, rec, result, grid):
-    """--pieces --animate: the sampling of a solved folder (solving.animate.solving_gif), pieces at the picture's
-    resolution, generated ones forming from noise (red). Returns path."""
-    n, side = len(result.tiles), result.tiles.shape[1]
-    gone = np.arange(len(result.cells)) >= n
-    return solving_gif(path, rec, grid_table(*grid), grid=grid, final=result.cells, marked=gone,
-                       tiles_at=lambda i: np.concatenate([result.tiles, enlarge(rec.content[i][n:], side)]))
 
 
 # ----------------------------------------------------------------------------
@@ -270,7 +178,7 @@ def pieces_gif(path, rec, result, grid):
 
 def test_settings(args, puzzle):
     """The checkpoint's puzzle settings with the flags that change them: --dataset, --data-dir (default: the training
-    run's, for its own dataset), --missing (default: the checkpoint's; 0 for --image and --video), --frame-stride
+    run's, for its own dataset), --missing (default: the checkpoint's; 0 for your own data), --frame-stride
     (videos)."""
     dataset = args.dataset or puzzle.dataset
     if dataset not in jpdvt.kind_of(puzzle).datasets:
@@ -298,8 +206,8 @@ def test_settings(args, puzzle):
 
 
 def own_data(args):
-    """The flag of the user's own data, if any (--image, --video, --pieces, --frames)."""
-    return args.image or args.video or args.pieces or args.frames
+    """The flag of the user's own data, if any (--video, --pieces, --frames)."""
+    return args.video or args.pieces or args.frames
 
 
 def refuse_conflicts(args):
@@ -309,8 +217,6 @@ def refuse_conflicts(args):
     if args.calibrate and args.split != "val":
         raise UserError("--calibrate fits the confidence on the val split (the test split is scored once); add "
                         "--split val")
-    if args.animate and args.superres:
-        raise UserError("--animate draws pieces moving to their places, and --superres places none (every position is "
-                        "given); drop --animate")
-    if args.animate and args.repeats > 1:
-        raise UserError(f"--animate draws one solve, not {args.repeats} passes; drop --repeats or --animate")
+    if args.video and not args.superres:
+        raise UserError("--video names a clip to raise the frame rate of: add --superres K (to order pieces of your "
+                        "own, put them in a folder and pass --frames DIR)")

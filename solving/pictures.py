@@ -5,7 +5,7 @@ of video puzzles (written by sample.py).
 - Image rows: shuffled input (missing pieces grey) | solved | solved and inpainted | ground truth (the paper's
   JPDVT-S and JPDVT-SI columns).
 - Video rows: shuffled input | solved (generated frames outlined in red) | ground truth, one puzzle per row.
-The sampling animations are in solving/animate.py; the picture of the codes (docs/codes.png) in bench/codes_picture.py.
+The sampling animations are in bench/animate.py; the picture of the codes (docs/codes.png) in bench/codes_picture.py.
 
     save_png("examples.png", stack([image_row(batch, positions, content, grid, k) for k in range(4)], axis=0))
     write_gif("examples.gif", [[clip, solved_clip]], labels=["shuffled", "solved"])
@@ -15,12 +15,14 @@ import os
 
 import imageio.v3 as iio
 import numpy as np
+import torch.nn.functional as F
 from PIL import Image, ImageDraw, ImageFont
 
 from puzzles import assemble, unshuffle_video
 from sources.files import fit_channels
 
 RED = (1.0, 0.0, 0.0)                  # outline of generated (missing) pieces
+DISPLAY = 160                          # a solved bag's piece side in pixels, at most the pieces' own
 
 # ----------------------------------------------------------------------------
 # Images
@@ -59,6 +61,18 @@ def mark_cells(img, cells, grid, side, border):
         r, c = divmod(int(cell), grid[1])
         outline(img, r * (side + border), c * (side + border), side=side, width=border)
     return img
+
+
+def enlarge(content, side, smooth=False):
+    """
+    Pieces (N, C, P, P) or clips (N, F, C, H, W) (a clip: its first frame) in [-1, 1] -> (N, side, side, 3)
+    tiles in [0, 1], enlarged to side px: nearest, or bicubic when `smooth` (generated content shown next to a
+    photo's own pixels). Grey becomes RGB.
+    """
+    x = content[:, 0] if content.dim() == 5 else content                       # (N, C, H, W)
+    x = x.float().cpu().clamp(-1, 1)
+    x = F.interpolate(x, size=(side, side), mode="bicubic" if smooth else "nearest").clamp(-1, 1)
+    return ((x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x).permute(0, 2, 3, 1).numpy() + 1) / 2
 
 
 @functools.lru_cache(maxsize=8)

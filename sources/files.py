@@ -9,7 +9,7 @@ read through it; `python train_image.py --dataset folder --data-dir DIR` is the 
   to cover the puzzle's area and crops it (random in training, the centre at test time: the paper's protocol).
   A small photo collection (`folder`) is trained on fresh views instead: `random_crop` zooms into a random part of
   a photo (kept decoded in memory by `load_photo`) and flips it, so 200 photos give endless distinct puzzles.
-- Videos (train_video.py --dataset videos, sample.py --video): video files (mp4, avi, gif, ...) or folders of
+- Videos (train_video.py --dataset videos, sample.py --video --superres): video files (mp4, avi, gif, ...) or folders of
   frame images, decoded with imageio, every `frame_stride`-th frame kept (the paper's temporal downsampling).
 - Splits (`split_files`): train, val (training's held-out check, model selection) and test (scored once), which
   never share a file: test/ (else val/) is the test split; val/ is the val split when test/ exists too, else a
@@ -197,26 +197,6 @@ def fit_image(img, height, width, rng=None, hflip=False):
     if hflip and rng is not None and rng.random() < 0.5:
         img = img.transpose(Image.FLIP_LEFT_RIGHT)
     return np.asarray(img, dtype=np.float32) / 255.0
-
-
-def open_photo(path, grid, cell):
-    """The photo at `path` (PIL, loaded), refused in one sentence if missing, unreadable or much smaller than the
-    grid."""
-    if not os.path.exists(path):
-        raise UserError(f"--image {path} does not exist; check the path, or pass an existing JPEG or PNG file")
-    if os.path.isdir(path):
-        raise UserError(f"--image {path} is a folder; pass one JPEG or PNG file")
-    try:
-        with Image.open(path) as im:
-            im.load()
-            photo = im.convert("RGB")
-    except (OSError, ValueError, Image.DecompressionBombError):
-        raise UserError(f"--image {path} could not be read as an image; pass a JPEG or PNG file") from None
-    h, w = grid[0] * cell, grid[1] * cell
-    if photo.width < w // 2 or photo.height < h // 2:
-        raise UserError(f"--image {path} is {photo.width}x{photo.height} px, too small for this checkpoint's "
-                        f"{grid[0]}x{grid[1]} grid (needs at least {w // 2}x{h // 2})")
-    return photo
 
 
 @functools.lru_cache(maxsize=1024)

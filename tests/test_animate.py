@@ -1,16 +1,17 @@
-"""Sampling animations (sample.py --animate, solving/animate.py), --image --missing, the diffusion callback, codes
-picture."""
-import re
+"""The README's animated pictures (bench/animate.py: a photo cut, shuffled, solved and animated; the first test puzzle),
+the diffusion callback they read, and the codes picture."""
 from dataclasses import replace
 
 import imageio.v3 as iio
 import numpy as np
 import pytest
 import torch
-from conftest import DIGITS_CKPT, SHAPES_CKPT, sample_run
+from conftest import DIGITS_CKPT, SHAPES_CKPT
 from PIL import Image
 
 import jpdvt
+from bench.animate import HEADER, HOLD_MS, get_parser, soft_cells
+from bench.animate import main as animate
 from bench.codes_picture import save_codes_picture
 from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, given_codes, solve
@@ -18,7 +19,6 @@ from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError
 from posenc import grid_table
 from puzzles import collate
-from solving.animate import HEADER, HOLD_MS, soft_cells
 from sources.synthetic import shapes_image
 
 PIECE, BORDER = 40, 2       # the 120 x 160 test photo on a 3x3 grid: 40 px pieces, 2 px apart (as test_image.py)
@@ -39,18 +39,15 @@ def photo(tmp_path):
     return path
 
 
-def test_photo_with_missing_pieces_and_its_animation(photo, tmp_path, capsys):
-    """--image --missing 2 --animate: 2 pieces generated (red in the solution only), the printed counts, and a GIF of
-    one frame per step plus the held result, whose last frame is the solution's layout."""
-    acc = sample_run("--ckpt", SHAPES_CKPT, "--image", photo, "--missing", "2", "--steps", "5", "--animate",
-                     "--out", tmp_path)
-    lines = capsys.readouterr().out.strip().splitlines()
-    m = re.fullmatch(r"(solved|not solved): (\d)/7 pieces in place, 2 generated; wrote (.+) "
-                     r"\(input \| solution \| original\)", lines[-2])
-    assert m and m.group(3) == str(tmp_path / "photo_solved.png"), lines
-    assert int(m.group(2)) == round(acc["piece_acc"] * 7) and (m.group(1) == "solved") == (m.group(2) == "7")
-    assert lines[-1].startswith(f"wrote {tmp_path / 'photo_solving.gif'} ")
+def bench_animate(*flags):
+    animate(get_parser().parse_args([str(f) for f in flags]))
 
+
+def test_photo_with_missing_pieces_and_its_animation(photo, tmp_path, capsys):
+    """--image --missing 2: 2 pieces generated (red in the solution only), and a GIF of one frame per step plus the
+    held result, whose last frame is the solution's layout."""
+    bench_animate("--ckpt", SHAPES_CKPT, "--image", photo, "--missing", "2", "--steps", "5", "--out", tmp_path)
+    assert capsys.readouterr().out.startswith("piece accuracy ")
     picture = np.asarray(Image.open(tmp_path / "photo_solved.png"))      # input | solution | original, 8 px apart
     panel = 3 * (PIECE + BORDER) - BORDER
     cells = [(r * (PIECE + BORDER), c * (PIECE + BORDER)) for r in range(3) for c in range(3)]
@@ -74,15 +71,13 @@ def test_photo_with_missing_pieces_and_its_animation(photo, tmp_path, capsys):
 
 
 def test_test_set_animations_of_images_and_videos(tmp_path, capsys):
-    """solving.gif of the first test puzzle: image pieces enlarged to about DISPLAY_PIECE px on their grid, video
+    """solving.gif of the first test puzzle: image pieces enlarged to about DISPLAY px on their grid, video
     pieces as a strip of 5 thumbnails of about THUMB px, the generated one outlined in red in every frame."""
-    sample_run("--ckpt", SHAPES_CKPT, "--num-puzzles", "1", "--steps", "2", "--animate", "--out", tmp_path / "i")
-    assert capsys.readouterr().out.strip().splitlines()[-1].startswith(f"wrote {tmp_path / 'i' / 'solving.gif'} ")
+    bench_animate("--ckpt", SHAPES_CKPT, "--steps", "2", "--out", tmp_path / "i")
     pitch = 160 + 4                                 # 16 px pieces x 10, 4 px apart
     assert iio.imread(tmp_path / "i" / "solving.gif", index=None).shape == (3, HEADER + 3 * pitch, 3 * pitch + 4, 3)
 
-    sample_run("--ckpt", DIGITS_CKPT, "--num-puzzles", "1", "--steps", "3", "--missing", "1", "--animate",
-               "--out", tmp_path / "v")
+    bench_animate("--ckpt", DIGITS_CKPT, "--steps", "3", "--missing", "1", "--out", tmp_path / "v")
     gif = iio.imread(tmp_path / "v" / "solving.gif", index=None).astype(int)
     pitch = 96 + 2                                  # 32 px frames x 3, 2 px apart
     assert gif.shape == (3 + 1, HEADER + pitch, 5 * pitch + 2, 3)
@@ -118,19 +113,13 @@ def test_soft_cells_put_a_code_where_it_points():
     assert np.allclose(cells[0], [1, 2], atol=0.1) and np.allclose(cells[1], [0, 0.5], atol=0.1)
 
 
-@pytest.mark.parametrize("flags,message", [
-    (["--repeats", "2"], "--animate draws one solve, not 2 passes; drop --repeats or --animate"),
-    (["--superres", "1"], "--animate draws pieces moving to their places, and --superres places none"),
-])
-def test_animate_refusals(tmp_path, flags, message):
-    with pytest.raises(UserError, match=re.escape(message)) as e:
-        sample_run("--ckpt", DIGITS_CKPT, "--animate", *flags, "--out", tmp_path)
-    assert "\n" not in str(e.value)
-
-
-def test_image_missing_above_the_grid_is_refused(photo, tmp_path):
-    with pytest.raises(UserError, match=r"^--missing must be between 0 and 8 for a 3x3 grid, got 9$"):
-        sample_run("--ckpt", SHAPES_CKPT, "--image", photo, "--missing", "9", "--out", tmp_path)
+def test_a_photo_too_small_or_unreadable_is_refused(tmp_path):
+    Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(tmp_path / "tiny.png")
+    (tmp_path / "notes.txt").write_text("not an image")
+    with pytest.raises(UserError, match="tiny.png is 4x4 px, too small"):
+        bench_animate("--ckpt", SHAPES_CKPT, "--image", tmp_path / "tiny.png", "--out", tmp_path)
+    with pytest.raises(UserError, match="notes.txt could not be read as an image"):
+        bench_animate("--ckpt", SHAPES_CKPT, "--image", tmp_path / "notes.txt", "--out", tmp_path)
 
 
 def test_codes_picture(tmp_path):

@@ -1,7 +1,6 @@
 """Image side: puzzles, DiT, training, checkpoints, sample.py (test set, own photo), torchrun."""
 import importlib
 import json
-import re
 import sys
 from dataclasses import asdict, fields
 
@@ -223,31 +222,12 @@ def test_bench_score_only_needs_an_earlier_run(tmp_path):
         bench.run_recipe("image-3x3", str(tmp_path), score_only=True)
 
 
-def test_sample_own_photo(tmp_path, capsys):
-    photo = tmp_path / "photo.jpg"
-    Image.fromarray((shapes_image(np.random.default_rng(5), 120, 160) * 255).astype(np.uint8)).save(photo)
-    acc = sample_run("--ckpt", SHAPES_CKPT, "--image", photo, "--missing", "1", "--steps", "5", "--out", tmp_path)
-    out = tmp_path / "photo_solved.png"
-    line = capsys.readouterr().out.strip().splitlines()[-1]
-    m = re.fullmatch(r"(solved|not solved): (\d)/8 pieces in place, 1 generated; wrote (.+) "
-                     r"\(input \| solution \| original\)", line)
-    assert m and m.group(3) == str(out), line
-    assert (m.group(1) == "solved") == (acc["puzzle_acc"] == 1.0) == (m.group(2) == "8")
-    assert int(m.group(2)) == round(acc["piece_acc"] * 8)
-    # drawn from the photo's own pixels: 3x3 pieces of 40 px (its 120 px side / 3), not the model's 16 px pieces,
-    # 2 px borders: 3 panels of 3 * 42 - 2 = 124 px, 8 px apart
-    picture = np.asarray(Image.open(out))
-    assert picture.shape == (124, 3 * 124 + 2 * 8, 3)
-    original = picture[:, -124:]
-    assert abs(original[:40, :40].astype(float).mean() - np.asarray(Image.open(photo))[:40, 20:60].mean()) < 10
-
-
 def test_inputs_of_the_other_kind_are_refused(image_ckpt, tmp_path):
-    with pytest.raises(UserError, match=r"--superres does not apply to .*, an image model; its inputs are --image and "
-                                        r"--pieces$"):
+    with pytest.raises(UserError, match=r"--superres does not apply to .*, an image model; its input is --pieces$"):
         sample_run("--ckpt", image_ckpt, "--superres", "1", "--out", tmp_path)
-    proc = py("sample.py", "--ckpt", image_ckpt, "--video", tmp_path / "clip.gif", "--out", tmp_path, check=False)
-    assert_one_line_error(proc, f"--video does not apply to {image_ckpt}, an image model; its inputs are --image")
+    proc = py("sample.py", "--ckpt", image_ckpt, "--video", tmp_path / "clip.gif", "--superres", "1", "--out",
+              tmp_path, check=False)
+    assert_one_line_error(proc, f"--video does not apply to {image_ckpt}, an image model; its input is --pieces")
 
 
 def test_torchrun_two_cpu_processes(tmp_path):

@@ -131,9 +131,9 @@ def test_truncated_and_wrong_kind_checkpoints(image_ckpt, tmp_path):
     video = video_checkpoint(tmp_path / "video.pt")
     with pytest.raises(UserError, match="is a video model, not a image model"):
         train_image_run("--resume", video, "--out", tmp_path)
-    with pytest.raises(UserError, match=r"--image does not apply to .*video.pt, a video model; its inputs are --video, "
-                                        "--frames and --superres"):
-        sample_run("--ckpt", video, "--image", tmp_path / "photo.png", "--out", tmp_path)
+    with pytest.raises(UserError, match=r"--pieces does not apply to .*video.pt, a video model; its inputs are "
+                                        "--video, --frames and --superres"):
+        sample_run("--ckpt", video, "--pieces", tmp_path, "--out", tmp_path)
     other = tmp_path / "other.pt"
     torch.save({"weights": torch.zeros(3)}, other)
     with pytest.raises(UserError, match="not a jpdvt checkpoint"):
@@ -281,9 +281,8 @@ def test_train_image_bad_input(flags, needle, bad_files, capsys):
 
 
 @pytest.mark.parametrize("flags,needle", [
-    (["--image", "{bad}/notes.txt"], "notes.txt could not be read as an image"),
-    (["--image", "{bad}/tiny.png"], "too small"), (["--image", "{bad}/nothing.png"], "nothing.png does not exist"),
-    (["--image", "{bad}/empty"], "empty is a folder; pass one JPEG or PNG file"),
+    (["--pieces", "{bad}/nothing"], "nothing is not a folder"),
+    (["--pieces", "{bad}/empty"], "empty is empty"),
     (["--missing", "4"], "--missing"),
     (["--dataset", "folder", "--data-dir", "{bad}/empty"], "--data-dir"),
     (["--dataset", "digits"], "--dataset digits does not fit this image checkpoint"),

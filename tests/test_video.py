@@ -284,16 +284,6 @@ def test_trained_model_orders_clips(tmp_path):
     assert m["kendall"] <= 0.1 and m["exact"] >= 0.75, m
 
 
-def test_sample_own_clip(video_ckpt, tmp_path, capsys):
-    clip = write_clip(tmp_path / "clip.gif", frames=9)
-    scores = sample_run("--ckpt", video_ckpt, "--video", clip, "--steps", "2", "--out", tmp_path)
-    out = capsys.readouterr().out
-    assert f"Kendall distance {scores['kendall']:.3f}, {'in order' if scores['exact'] else 'not in order'}" in out
-    assert "predicted positions of the shuffled pieces [0, " in out          # the anchor stays first
-    assert iio.imread(tmp_path / "clip_solved.gif", index=None).shape[0] == 6
-    assert red_pixels(tmp_path / "clip_solved.gif").sum() == 0  # no missing pieces by default
-
-
 def test_superres(video_ckpt, tmp_path):
     sample_run("--ckpt", video_ckpt, "--superres", "1", "--num-puzzles", "2", "--steps", "2", "--out", tmp_path)
     red = red_pixels(tmp_path / "superres.gif")
@@ -353,8 +343,10 @@ def test_train_video_bad_input(case, tmp_path, capsys):
 
 
 def test_sample_video_bad_input(video_ckpt, tmp_path):
-    short = write_clip(tmp_path / "short.gif", frames=5)
-    with pytest.raises(UserError, match="has 5 frames at --frame-stride 1, fewer than the 6"):
+    short = write_clip(tmp_path / "short.gif", frames=3)
+    with pytest.raises(UserError, match="has 3 frames at --frame-stride 1, fewer than the 4"):
+        sample_run("--ckpt", video_ckpt, "--video", short, "--superres", "1", "--out", tmp_path)
+    with pytest.raises(UserError, match="--video names a clip to raise the frame rate of: add --superres K"):
         sample_run("--ckpt", video_ckpt, "--video", short, "--out", tmp_path)
     with pytest.raises(UserError, match="--superres 2 does not fit this 3-piece checkpoint"):
         sample_run("--ckpt", video_ckpt, "--superres", "2", "--out", tmp_path)

@@ -1,6 +1,13 @@
 """
-Sampling animations: watch the reverse diffusion move every piece from a random positional code to its place
-(sample.py --animate).
+The README's animated pictures: watch the reverse diffusion move every piece from a random positional code to its
+place. Run from the repository root:
+
+    python -m bench.animate --ckpt checkpoints/image-photos-3x3.pt --image docs/photos/chelsea.jpg --out /tmp/hero
+    python -m bench.animate --ckpt checkpoints/video-mmnist-10x2.pt --dataset movingmnist --data-dir MNIST --out /tmp/mm
+
+The first cuts a photo into the checkpoint's puzzle, shuffles it, solves it and writes NAME_solved.png (input |
+solution | original) and NAME_solving.gif; the second writes solving.gif of the first test puzzle.
+bench/pictures.sh copies them into docs/.
 
 Paper: Sec. 3.1, "Masked Jigsaw Transformer Diffusion": solving a puzzle is generating the positional codes of its
 pieces. Every code starts as noise; at each sampling step the network predicts the clean codes x0_hat, and each
@@ -9,20 +16,24 @@ cell|^2 / tau) over the position table (soft_cells), a continuous estimate, so p
 their cells. The last frame is the final assignment (every piece exactly in its cell), held for HOLD_MS. Missing
 pieces show their content as it forms from noise (the sampling state x_t), outlined in red. Images are drawn on
 their grid, videos as a strip of thumbnails along the time axis (a 1 x N grid, a piece's first frame each).
-
-    rec = Recorder()                                       # a solve() callback: keeps puzzle 0's steps
-    positions, _ = solve(model, diffusion, batch, table=table, opts=replace(opts, callback=rec), given=given)
-    puzzle_gif("solving.gif", rec, batch, positions, table, grid=(3, 3), size=160, pixels=lambda x: x)
-    solving_gif(...)    # the same from your own tiles per step (sample.py --image: the photo's own pixels)
 """
+import argparse
 import io
+import os
+from dataclasses import replace
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from PIL import Image, ImageDraw
 
-from solving.pictures import font, outline
+from jpdvt import SampleOptions
+from plumbing.checkpoint import load_checkpoint
+from plumbing.cli import UserError, resolve_device, run_cli
+from puzzles import assemble, collate, cut_image, shuffle_pieces, to_device
+from sample import summary
+from solving.pictures import DISPLAY, enlarge, font, mark_cells, outline, save_png, stack
+from solving.solver import Solver
+from sources.files import fit_image
 
 STEP_MS, HOLD_MS = 100, 1500          # GIF frame durations: a sampling step, the result at the end
 SHARPNESS = 4.0                       # tau = (squared distance between neighbouring cells' codes) / SHARPNESS
@@ -30,7 +41,6 @@ BACKGROUND, EMPTY, TEXT = 32, 56, (230, 230, 230)   # canvas and empty-cell grey
 EDGE = (0.6, 0.6, 0.6)                # the edge of a given piece (generated ones: solving.pictures.RED)
 HEADER = 24                           # px above the grid for the step counter
 THUMB = 96                            # videos: thumbnail side in pixels (about: a whole multiple of the frames')
-DISPLAY = 160                         # images: piece side in pixels, at most the photo's (or pieces') own
 MAX_BYTES = 3 * 2 ** 20               # a larger GIF is written again from smaller frames
 
 
@@ -62,18 +72,6 @@ def soft_cells(code, table, grid):
     rows, cols = torch.meshgrid(torch.arange(grid[0]), torch.arange(grid[1]), indexing="ij")
     cells = torch.stack([rows.flatten(), cols.flatten()], 1).float()          # (R*C, 2)
     return (torch.softmax(-d2 / tau, dim=1) @ cells).numpy()
-
-
-def enlarge(content, side, smooth=False):
-    """
-    Pieces (N, C, P, P) or clips (N, F, C, H, W) (a clip: its first frame) in [-1, 1] -> (N, side, side, 3)
-    tiles in [0, 1], enlarged to side px: nearest, or bicubic when `smooth` (generated content shown next to a
-    photo's own pixels). Grey becomes RGB.
-    """
-    x = content[:, 0] if content.dim() == 5 else content                       # (N, C, H, W)
-    x = x.float().cpu().clamp(-1, 1)
-    x = F.interpolate(x, size=(side, side), mode="bicubic" if smooth else "nearest").clamp(-1, 1)
-    return ((x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x).permute(0, 2, 3, 1).numpy() + 1) / 2
 
 
 def draw_frame(tiles, cells, grid, marked, label):
@@ -170,3 +168,100 @@ def puzzle_animation(path, rec, solver, batch, positions):
     return puzzle_gif(path, rec, batch, positions=positions, table=solver.table,
                       grid=puzzle.grid if image else (1, puzzle.pieces), size=DISPLAY if image else THUMB,
                       pixels=solver.pixels)
+
+
+# ----------------------------------------------------------------------------
+# The hero pictures: a photo cut, shuffled and solved; the first test puzzle of a dataset
+# ----------------------------------------------------------------------------
+
+def open_photo(path, grid, cell):
+    """The photo at `path` (PIL, loaded), refused in one sentence if missing, unreadable or much smaller than the
+    grid."""
+    try:
+        with Image.open(path) as im:
+            photo = im.convert("RGB")
+    except (OSError, ValueError, Image.DecompressionBombError):
+        raise UserError(f"--image {path} could not be read as an image; pass a JPEG or PNG file") from None
+    if photo.width < grid[1] * cell // 2 or photo.height < grid[0] * cell // 2:
+        raise UserError(f"--image {path} is {photo.width}x{photo.height} px, too small for this checkpoint's grid")
+    return photo
+
+
+def solve_photo(path, solver, out, seed):
+    """
+    Cut the photo at `path` to the checkpoint's grid at the model's resolution, shuffle it and remove the
+    checkpoint's number of missing pieces (seeded), solve it; write NAME_solved.png (input | solution | original, the
+    pieces cut from the photo's own pixels, up to DISPLAY px a side, generated ones outlined in red) and
+    NAME_solving.gif. Returns the scores.
+    """
+    puzzle, device = solver.config.puzzle, solver.device
+    grid, piece, gap = puzzle.grid, puzzle.piece_size, puzzle.gap
+    photo = open_photo(path, grid, piece + gap)
+    pieces = cut_image(fit_image(photo, grid[0] * (piece + gap), grid[1] * (piece + gap)), grid, piece, gap=gap)
+    true_pos, miss = shuffle_pieces(len(pieces), np.random.default_rng(seed), puzzle.missing, anchor=puzzle.anchor)
+    batch = {"content": torch.from_numpy(pieces[true_pos]).permute(0, 3, 1, 2)[None].float().to(device) * 2 - 1,
+             "true_pos": torch.from_numpy(true_pos)[None].to(device),
+             "missing": torch.from_numpy(miss)[None].to(device)}
+    rec = Recorder()
+    pos, generated = solver.solve_batch(batch, callback=rec)
+    # the same cut at display resolution: as large as the photo allows, up to DISPLAY px per piece
+    k = max(1.0, min(DISPLAY / piece, min(photo.width / grid[1], photo.height / grid[0]) / (piece + gap)))
+    big_piece, big_gap = round(piece * k), round(gap * k)
+    big = cut_image(fit_image(photo, grid[0] * (big_piece + big_gap), grid[1] * (big_piece + big_gap)), grid,
+                    big_piece, gap=big_gap)
+    n, border, gone = len(big), max(2, big_piece // 40), miss[:, None, None, None]
+    given = big[true_pos]                                                  # (N, S, S, 3) in shuffled order
+    solved = np.where(gone, enlarge(generated[0], big_piece, smooth=True), given)
+    solution = mark_cells(assemble(solved, pos[0], grid, border=border, fill=1.0), pos[0][miss], grid, side=big_piece,
+                          border=border)
+    name = os.path.splitext(os.path.basename(path))[0]
+    save_png(os.path.join(out, name + "_solved.png"),
+             stack([assemble(np.where(gone, 0.5, given), np.arange(n), grid, border=border, fill=1.0), solution,
+                    assemble(big, np.arange(n), grid, border=border, fill=1.0)], gap=4 * border))
+    solving_gif(os.path.join(out, name + "_solving.gif"), rec, solver.table, grid=grid,
+                tiles_at=lambda i: np.where(gone, enlarge(rec.content[i], big_piece), given), marked=miss,
+                final=pos[0])
+    return solver.kind.score(pos, batch)
+
+
+def first_test_puzzle(solver, out, seed):
+    """solving.gif of the first test puzzle of the solver's dataset. Returns the scores."""
+    batch = to_device(collate([solver.kind.puzzles("test", seed)[0]]), solver.device)
+    rec = Recorder()
+    pos, _ = solver.solve_batch(batch, callback=rec)
+    puzzle_animation(os.path.join(out, "solving.gif"), rec, solver, batch=batch, positions=pos)
+    return solver.kind.score(pos, batch)
+
+
+def main(args):
+    ckpt, device = load_checkpoint(args.ckpt), resolve_device("auto")
+    config = ckpt["config"]
+    changes = {k: v for k, v in (("dataset", args.dataset), ("data_dir", args.data_dir), ("missing", args.missing))
+               if v is not None}
+    config = replace(config, puzzle=replace(config.puzzle, **changes))
+    config.puzzle.check()
+    opts = SampleOptions(steps=args.steps, sampler=args.sampler, generator=torch.Generator(device).manual_seed(0))
+    solver = Solver(config, ckpt, device=device, precision=args.precision, opts=opts)
+    os.makedirs(args.out, exist_ok=True)
+    scores = solve_photo(args.image, solver, args.out, args.seed) if args.image else \
+        first_test_puzzle(solver, args.out, args.seed)
+    print(f"{summary(solver.config.kind, scores)}; wrote {args.out}")
+
+
+def get_parser():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ckpt", required=True, help="a checkpoint (ckpt.pt)")
+    p.add_argument("--image", help="image checkpoints: the photo to cut, shuffle and solve (else: a test puzzle)")
+    p.add_argument("--dataset", help="the test puzzle's dataset (default: the checkpoint's)")
+    p.add_argument("--data-dir", help="the test puzzle's data folder (default: the checkpoint's)")
+    p.add_argument("--missing", type=int, help="missing pieces, generated (default: the checkpoint's)")
+    p.add_argument("--steps", type=int, default=50, help="sampling steps")
+    p.add_argument("--sampler", default="ddpm", choices=("ddpm", "ddim"), help="the sampler")
+    p.add_argument("--precision", default="fp32", help="arithmetic (fp32, bf16, auto)")
+    p.add_argument("--seed", type=int, default=0, help="the shuffle (and test puzzle)")
+    p.add_argument("--out", required=True, help="output folder")
+    return p
+
+
+if __name__ == "__main__":
+    run_cli(main, get_parser().parse_args())
