@@ -16,10 +16,11 @@ from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, given_codes, solve
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError, run_cli
+from plumbing.training import StepBatches
 from posenc import sequence_table
 from puzzles import ENDLESS, VideoConfig, VideoPuzzles
 from sources.synthetic import moving_digits
-from train import StepBatches, TrainConfig
+from train import TrainConfig
 from unet3d import CONFIGS, UNet3D
 
 TINY_VIDEO = ["--size", "16", "--pieces", "3", "--frames-per-piece", "2", "--batch-size", "2", "--eval-puzzles", "2",
