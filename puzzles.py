@@ -20,7 +20,6 @@ settings of a puzzle stream are ImageConfig and VideoConfig, below; the scripts 
     item = test[0]   # content (5, 4, 1, 32, 32) in [-1, 1], true_pos (5,) with true_pos[0] = 0, missing (5,)
     batch = collate([test[i] for i in range(8)])                   # the same keys, stacked: (8, ...)
 """
-import re
 from dataclasses import dataclass
 from typing import ClassVar, Optional, Tuple
 
@@ -100,19 +99,6 @@ def check_video(pieces, frames_per_piece, missing, frame_stride):
 # ----------------------------------------------------------------------------
 # Pieces: cutting, shuffling, missing pieces, reassembly
 # ----------------------------------------------------------------------------
-
-def parse_grid(text):
-    """'3' -> (3, 3); '2x4' -> (2, 4) rows x cols. Each side must be >= 1 and the grid >= 2 pieces."""
-    m = re.fullmatch(r"\s*(\d+)\s*(?:[xX*]\s*(\d+))?\s*", str(text))
-    if not m:
-        raise UserError(f"--grid must look like 3 or 2x4 (rows x cols), got {text!r}")
-    rows, cols = int(m.group(1)), int(m.group(2) or m.group(1))
-    if rows < 1 or cols < 1 or rows * cols < 2 or (m.group(2) is None and rows < 2):
-        raise UserError(f"--grid needs at least 2 pieces (e.g. 3 or 2x4), got {text!r}")
-    if rows * cols > 400:
-        raise UserError(f"--grid {text} has {rows * cols} pieces; at most 400 are supported")
-    return rows, cols
-
 
 def cut_image(img, grid, piece, gap=0, rng=None):
     """

@@ -22,7 +22,7 @@ import jpdvt
 from configs.paper import IMAGE
 from dit import CONFIGS
 from plumbing.checkpoint import Config
-from plumbing.cli import Removed, UserError, positive, run_cli
+from plumbing.cli import Removed, UserError, parse_grid, positive, run_cli
 from plumbing.flags import (
     add_train_flags,
     paper_settings,
@@ -32,7 +32,7 @@ from plumbing.flags import (
     steps_of_epochs,
     train_config,
 )
-from puzzles import DATASETS, ImageConfig, collate, parse_grid
+from puzzles import DATASETS, ImageConfig, collate
 from train import TrainConfig, train
 
 # piece size and gap when the flags are left out: the usual protocol of each dataset

@@ -205,7 +205,7 @@ def ensemble_readme(out_root):
 
 
 def one_call(out_root):
-    """The one-call rows (issue 27.3) beside the rows they compare with: the sampler sweep's, the one-sample ensemble
+    """The one-call rows beside the rows they compare with: the sampler sweep's, the one-sample ensemble
     rows' and the video recipe rows' (the same puzzles, passes and flags, --steps 1)."""
     sweep("sampler", SHIPPED["image-shapes-3x3"], {"steps-1": SAMPLERS["steps-1"]}, out_root)
     ensembles(ONE_CALL_ENSEMBLES, out_root)
@@ -221,7 +221,7 @@ def one_call_val(out_root):
 
 
 def compute(out_root, split):
-    """Issue 29, lever 4: the photo models trained with a lent GPU's compute (recipes.COMPUTE) on `split`."""
+    """The compute lever: photo models trained with a lent GPU's compute (recipes.COMPUTE) on `split`."""
     for name, (ckpt, flags) in COMPUTE.items():
         sweep("compute", ckpt, {f"{name} {split}": (["--split", "val"] if split == "val" else []) + flags}, out_root)
 
@@ -259,8 +259,8 @@ def finished(recipe, out_root):
 
 
 def export(src, dst):
-    """A shippable checkpoint: config and EMA weights only (checkpoint.export_checkpoint)."""
-    from plumbing.checkpoint import export_checkpoint
+    """A shippable checkpoint: config and EMA weights only (bench/export.py)."""
+    from bench.export import export_checkpoint
     mib = export_checkpoint(src, dst)
     print(f"wrote {dst} ({mib:.1f} MiB)")
 
@@ -282,7 +282,7 @@ def main(args):
             compute(args.out, name.split("-")[1])
         elif name == "gpu-record":
             record_gpu(os.path.join(ROOT, "runs", "gpu", "gpu-rows.json"))
-        elif name == "baselines-val":                     # issue 29's goal is chosen against MGC on val
+        elif name == "baselines-val":                     # the photo goal is chosen against MGC on val
             for setting in IMAGE_VAL_BASELINES:
                 image_baselines(*setting, split="val")
         elif name == "baselines":

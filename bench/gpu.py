@@ -1,5 +1,5 @@
 """
-The lent-GPU session in one script (issue 30; issue 29's compute lever): run once on the device, its rows and
+The lent-GPU session in one script (the compute lever): run once on the device, its rows and
 exported checkpoints come back under --out.
 
     python -m bench.gpu --photos .photos --out $OUT --runs /tmp/runs     # on the device: every part, about 9 minutes
@@ -33,8 +33,8 @@ import time
 import numpy as np
 from PIL import Image
 
+from bench.export import export_checkpoint
 from bench.recipes import MIXED, PHOTO_3X3, PHOTOS, gap_ft, with_flag
-from plumbing.checkpoint import export_checkpoint
 from sources.files import HELD_OUT, hashed_split
 from sources.synthetic import shapes_image
 

@@ -120,7 +120,7 @@ def quickstart_pace(batches=10, steps=20):
 def mmnist_pace(data_dir, batches=4, steps=10):
     """Rows: ms per batch of 32 Moving MNIST training puzzles of 10 pieces x 2 frames (all pieces) in one process, and
     ms per training step of the tiny U-Net on such a batch (median of `steps` after 3 warm-up steps), at 32 and 64 px
-    (issue 38: how the loader and the frame size set the pace of the 10 x 2 recipes)."""
+    (how the loader and the frame size set the pace of the 10 x 2 recipes)."""
     rows, cpu = {}, torch.device("cpu")
     for size in (32, 64):
         puzzle = VideoConfig(dataset="movingmnist", data_dir=data_dir, pieces=10, frames_per_piece=2, size=size)

@@ -43,7 +43,7 @@ PHOTO_GPU = ["--dataset", "folder", "--data-dir", PHOTOS, "--grid", "3", "--piec
 P12 = with_flag(PHOTO_3X3, "--patch-size", "12")                                  # 4 tokens per 24 px piece
 P32 = with_flag(with_flag(PHOTO_3X3, "--piece-size", "32"), "--patch-size", "32")  # one token per 32 px piece
 MIXED = PHOTO_3X3 + ["--mix-shapes", "0.25"]                   # a quarter of the training puzzles: built-in shapes
-# issue 29, lever 1 as pretraining: built-in shapes at the photo model's settings, the start of a photo run (--init)
+# procedural pictures as pretraining: built-in shapes at the photo model's settings, the start of a photo run (--init)
 PRE_SHAPES = ["--grid", "3", "--piece-size", "24", "--patch-size", "24", "--batch-size", "64", "--lr", "2e-3",
               "--schedule", "cosine", "--eval-every", "1000", "--max-steps", "2000"]
 PRE = "runs/bench/image-photos-3x3-pre-shapes/ckpt.pt"            # where `python -m bench` writes that run
@@ -73,7 +73,7 @@ RECIPES = {
                          [REPEATS, ["--dataset", "shapes"]]),
     "image-photos-3x3-gap-ft": ("train_image.py", GAP_FT, PHOTO_MISSING_0_3),
     # the shipped recipes again on the 183 training photos only (the split rule holds val out), scored on val with
-    # the README commands' settings (issue 29's rule: a val split the shipped models never saw)
+    # the README commands' settings (a val split the shipped models never saw)
     "image-photos-3x3-val": ("train_image.py", MIXED + ["--eval-every", "4000", "--max-steps", "24000"], VAL_TEST),
     "image-photos-3x3-val-gap-ft": ("train_image.py", gap_ft(PHOTO_3X3, "runs/bench/image-photos-3x3-val/ckpt.pt"),
                                     VAL_GAP_X32),
@@ -103,7 +103,7 @@ RECIPES = {
     # the shapes mix at the calibration length of the 16 and 24 px rows
     "image-photos-3x3-mix": ("train_image.py", MIXED + ["--eval-every", "2000", "--max-steps", "6000"],
                              [REPEATS, ["--dataset", "shapes"]]),
-    # issue 22, generalization levers: one change each from the shapes-mix calibration recipe, trained with the val
+    # generalization levers: one change each from the shapes-mix calibration recipe, trained with the val
     # split held out (183 of the 205 photos), scored on val (8 passes), then on the test photos (8 passes)
     "image-photos-3x3-mix-val": ("train_image.py", MIXED + ["--eval-every", "2000", "--max-steps", "6000"], VAL_TEST),
     "image-photos-3x3-mix-val-seed1": ("train_image.py", MIXED + ["--seed", "1", "--eval-every", "2000", "--max-steps",
@@ -115,7 +115,7 @@ RECIPES = {
     # the same compute as the baseline: batch 128 for half the steps (the same photos seen)
     "image-photos-3x3-mix-batch128-3k": ("train_image.py", with_flag(MIXED, "--batch-size", "128") + [
         "--eval-every", "1000", "--max-steps", "3000"], VAL_TEST),
-    # issue 29, lever 1 as pretraining: 2000 steps of built-in shapes at the photo model's settings, then 4000 steps
+    # procedural pictures as pretraining: 2000 steps of built-in shapes at the photo model's settings, then 4000 steps
     # of the baseline recipe from them (6000 steps in all, as the baseline `image-photos-3x3-mix-val`)
     "image-photos-3x3-pre-shapes": ("train_image.py", PRE_SHAPES, [[]]),
     "image-photos-3x3-pre-shapes-mix-val": ("train_image.py", photo_run_from(PRE, "2000", "4000"), VAL),
@@ -140,7 +140,7 @@ RECIPES = {
     "image-3x3": ("train_image.py", IMAGE_3X3 + ["--schedule", "cosine", "--max-steps", "5000"], [[]]),
     "video-mmnist-10x2": ("train_video.py", MMNIST + ["--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3",
                                                       "2000", "--max-steps", "5000"], [[]]),
-    # the same at the paper's 64 px frames (issue 38: the effect of 32 px), to score on val beside the 5000-step 32 px
+    # the same at the paper's 64 px frames (the effect of 32 px), to score on val beside the 5000-step 32 px
     # model's `one-call val video-mmnist-10x2 ddim-50 [retired]` row (the same clips, made at 64 px and halved for
     # 32); data in the main process (--workers 0, the same batches): at 64 px a batch takes 24 ms to make, so both
     # cores compute
@@ -153,7 +153,7 @@ RECIPES = {
                                                       "6000", "--max-steps", "12000"], [[]]),
     "video-mmnist-20x1-lr5e-4": ("train_video.py", with_flag(MMNIST, "--lr", "5e-4") + [
         "--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3", "6000", "--max-steps", "12000"], [[]]),
-    # the 5 x 4 fix (batch 32, lr 5e-4) on 20 x 1 (issue 38): begun as 16000 steps, cut to 12000 on resume at step
+    # the 5 x 4 fix (batch 32, lr 5e-4) on 20 x 1: begun as 16000 steps, cut to 12000 on resume at step
     # 4200 (its cosine then jumps from 4.2e-4 to 3.6e-4, logged); data in the main process (--workers 0:
     # the same batches; on 10 x 2, 1.2x the steps per second of one worker beside one thread: `pace-mmnist` rows)
     "video-mmnist-20x1-batch32-lr5e-4": ("train_video.py", with_flag(with_flag(MMNIST, "--lr", "5e-4"), "--eval-every",
@@ -167,7 +167,7 @@ RECIPES = {
                                                                            "--eval-every", "2000") + [
         "--pieces", "20", "--frames-per-piece", "1", "--curriculum", "3", "4000", "--batch-size", "32",
         "--max-steps", "12000", "--workers", "0"], [[]]),
-    # issue 38: that recipe for 20000 steps, begun after its 1000 test clips missed the issue's 0.005 (the 10 x 2
+    # that recipe for 20000 steps, begun after its 1000 test clips missed a target of 0.005 (the 10 x 2
     # gained from a longer cosine: 16000 -> 18000); 121.5 logged minutes (one run, no resume, on a machine that ran
     # 20 x 1 at about 2.5 steps/s); chosen on 1000 val clips (candidate-val), shipped, then replaced by ...-24k-head6
     "video-mmnist-20x1-batch32-lr5e-4-cur4k-20k": ("train_video.py", with_flag(with_flag(MMNIST, "--lr", "5e-4"),
@@ -185,7 +185,7 @@ RECIPES = {
     "video-mmnist-10x2-batch32-lr5e-4": ("train_video.py", with_flag(MMNIST, "--lr", "5e-4") + [
         "--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3", "2000", "--batch-size", "32",
         "--max-steps", "16000", "--workers", "0"], [[]]),
-    # issue 38: the same for 18000 steps: planned about 130 minutes at the 2.3 steps/s of the first 16000-step run;
+    # the same for 18000 steps: planned about 130 minutes at the 2.3 steps/s of the first 16000-step run;
     # logged 232.7 (its row; two resumes, 0.5-3.0 steps/s in log.txt, an AMD EPYC; over the ~150-minute budget);
     # held-out checks every 2000 steps, scored on val (a candidate: candidate-val, then test once); resumed across
     # sessions with `python -m bench --resume`; shipped as video-mmnist-10x2 (its test clips: paper-table, confidence)
@@ -193,7 +193,7 @@ RECIPES = {
                                                                          "--eval-every", "2000") + [
         "--pieces", "10", "--frames-per-piece", "2", "--curriculum", "3", "2000", "--batch-size", "32",
         "--max-steps", "18000", "--workers", "0"], [["--split", "val"]]),
-    # issue 38: the same for 40000 steps (about 290 minutes at 2.3 steps/s; held-out checks every 2000 steps), resumed
+    # the same for 40000 steps (about 290 minutes at 2.3 steps/s; held-out checks every 2000 steps), resumed
     # across sessions with `python -m bench --resume` where a session's runs/ survives
     "video-mmnist-10x2-batch32-lr5e-4-40k": ("train_video.py", with_flag(with_flag(MMNIST, "--lr", "5e-4"),
                                                                          "--eval-every", "2000") + [
@@ -204,7 +204,7 @@ RECIPES = {
     "video-mmnist-10x2-missing": ("train_video.py", MMNIST + ["--pieces", "10", "--frames-per-piece", "2", "--missing",
                                                               "2", "--curriculum", "3", "2000", "--max-steps", "4000"],
                                   [["--missing", str(k)] for k in range(3)]),
-    # the paper's Figure 4(b) (issue 38): one 8 x 4 model trained with 0..4 missing pieces, scored at 0, 1, 2, 3 and 4
+    # the paper's Figure 4(b): one 8 x 4 model trained with 0..4 missing pieces, scored at 0, 1, 2, 3 and 4
     "video-mmnist-8x4-missing": ("train_video.py", with_flag(with_flag(MMNIST, "--lr", "5e-4"), "--eval-every",
                                                              "2000") + [
         "--pieces", "8", "--frames-per-piece", "4", "--missing", "4", "--curriculum", "3", "2000", "--batch-size", "16",
@@ -243,7 +243,7 @@ RECIPES = {
                                                  "--batch-size", "64", "--lr", "1e-3", "--schedule", "cosine",
                                                  "--max-steps", "3500", "--missing", "3", "--workers", "12"],
                               MISSING_0_3),
-    # issue 12 item 6, for a session with a device (not yet run): the paper's photo protocol, 64 px pieces of
+    # for a session with a device (not yet run): the paper's photo protocol, 64 px pieces of
     # 16 tokens, in 85 px cells for gaps (21 px, 25% of the cell), small DiT
     "image-photos-3x3-gpu": ("train_image.py", PHOTO_GPU, PHOTO_TEST),
     "image-photos-3x3-gap-gpu": ("train_image.py", PHOTO_GPU + ["--gap", "21", "--missing", "3"], PHOTO_MISSING_0_3),
@@ -274,7 +274,7 @@ IMAGE_BASELINES += [("shapes", None, (3, 3), 24, 0, 0, 1)] + [("shapes", None, (
 IMAGE_BASELINES += [("folder", PHOTOS, (3, 3), piece, gap, k, PHOTO_PASSES)
                     for piece, gap, k in [(24, 0, 0), (24, 8, 0), (24, 8, 1), (24, 8, 2), (24, 8, 3),
                                           (64, 0, 0), (64, 21, 0), (64, 21, 1), (64, 21, 2), (64, 21, 3)]]
-# the photo settings of the shipped models on the val split (python -m bench baselines-val): issue 29's goal is set
+# the photo settings of the shipped models on the val split (python -m bench baselines-val): the photo goal is set
 # against MGC on val
 IMAGE_VAL_BASELINES = [("folder", PHOTOS, (3, 3), 24, gap, 0, PHOTO_PASSES) for gap in (0, 8)]
 # (dataset, data dir, pieces, frames per piece, frame size px)
@@ -289,7 +289,7 @@ VIDEO_BASELINES += [("movingmnist", MNIST, p, f, 32) for p, f in [(5, 4), (10, 2
 SHIPPED = {name: f"checkpoints/{name}.pt" for name in ("image-shapes-3x3", "video-digits-5x4", "video-mmnist-10x2",
                                                        "video-mmnist-5x4", "video-mmnist-20x1", "image-photos-3x3",
                                                        "image-photos-3x3-gap")}
-# the paper's Moving MNIST protocol (its Table 5; issue 38): each shipped Moving MNIST checkpoint on 1000 test clips
+# the paper's Moving MNIST protocol (its Table 5): each shipped Moving MNIST checkpoint on 1000 test clips
 # made from MNIST test digits, first piece anchored, no missing pieces, DDIM-50, and 10 x 2 and 20 x 1 with the
 # estimator chosen on val (CANDIDATE_VAL: 10 x 2 DDPM-50, 20 x 1 DDPM-50 with 4 samples a clip)
 # (python -m bench paper-table);
@@ -304,7 +304,7 @@ PAPER_CLIPS = "1000"
 # confidence table was fitted with), on test clips of a seed that no choice has seen
 FRESH = 20261202
 FRESH_SEED = {"video-mmnist-20x1": 1000, "video-mmnist-10x2": 1000, "video-mmnist-5x4": 1000, "video-digits-5x4": 200}
-# one network call at t = T-1 (issue 27.3): the x0 prediction from pure noise, the posterior-mean estimate of every
+# one network call at t = T-1: the x0 prediction from pure noise, the posterior-mean estimate of every
 # code. DDPM and DDIM give the same x0 from the same noise, but DDPM's last step draws noise that it weighs 0, which
 # shifts the next batch's starting noise; DDIM draws none
 ONE_CALL = ["--sampler", "ddim", "--steps", "1"]
@@ -344,7 +344,7 @@ TRAINED_ON_VAL = " (trained on val)"
 ONE_CALL_VAL = [("image-shapes-3x3", REPEATS, ""), ("video-digits-5x4", [], ""), ("video-mmnist-10x2", [], ""),
                 ("image-photos-3x3", REPEATS, TRAINED_ON_VAL),
                 ("image-photos-3x3-gap", ["--missing", "0", *REPEATS], TRAINED_ON_VAL)]
-# issue 38's estimator lever on the 5000-step 10 x 2 model, on val (its rows now end in [retired]; a rerun scores
+# the estimator lever on the 5000-step 10 x 2 model, on val (its rows now end in [retired]; a rerun scores
 # the shipped checkpoint): K samples per clip of sample.py's default DDPM-50 (better than DDIM-50 there at K = 1:
 # one-call-val rows), assigned on their mean distance (python -m bench estimator-val)
 ESTIMATOR_VAL = {f"video-mmnist-10x2 ddpm-50 x{k}": ["--split", "val", "--samples", str(k)] for k in (4, 8)}
@@ -368,7 +368,7 @@ ENSEMBLE_README = ("image-photos-3x3-gap ddpm-50 x32 (seed 0, README)", "checkpo
 TRANSFER = {f"image-photos-3x3-gap on shapes, missing {k}": ["--dataset", "shapes", "--sampler", "ddim", "--missing",
                                                               str(k)] for k in range(4)}
 
-# the confidence (issue 28.3): each shipped checkpoint's confidence tables fitted on val with its README command's
+# the confidence: each shipped checkpoint's confidence tables fitted on val with its README command's
 # settings (sample.py --split val --calibrate, written into the checkpoint), then its reliability and ECE on test
 # (name, sample.py flags of the README command)
 CONFIDENCE = [("image-shapes-3x3", ["--sampler", "ddim"]),              # (the sweep adds --seed 1)
@@ -386,7 +386,7 @@ VAL_PASSES = {"image-photos-3x3": ["--repeats", "32"]}
 # the gap model's tables for 1, 2 and 3 missing pieces too (sample.py --pieces with 6 to 8 pieces)
 CONFIDENCE_MISSING = {"image-photos-3x3-gap": [1, 2, 3]}
 
-# compute (issue 29 lever 4, issue 30.3): the shipped photo recipe's flags at 10x the batch (640) on a lent H200
+# compute (the compute lever): the shipped photo recipe's flags at 10x the batch (640) on a lent H200
 # (bench/gpu.py: about 11 steps/s with 15 loader processes, so 2342 steps = 1.5M puzzles in 3.8 minutes, as many as the
 # CPU recipe's 24000 x 64) and its gap-8 fine-tune (754 steps at batch 640), trained on the 183 training photos (val
 # held out). Scored with the shipped models' README commands on val (python -m bench compute-val; compute-test scores

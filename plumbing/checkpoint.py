@@ -10,7 +10,7 @@ and the run's settings they hold. Not in the paper.
 - `save_checkpoint` writes atomically (temp file + rename), so a kill never leaves a broken file.
 - `load_checkpoint` reads with torch.load(weights_only=True), so a checkpoint can never run code, and turns its
   config dict back into a Config (refusing, in one sentence naming the file, one that does not fit).
-Shipped checkpoints hold the EMA weights only (model, opt and scaler empty, `export_checkpoint`): they can be sampled,
+Shipped checkpoints hold the EMA weights only (model, opt and scaler empty, bench/export.py): they can be sampled,
 not resumed.
 
     save_checkpoint("out/run/ckpt.pt", {"config": config.to_dict(), "model": ..., "ema": ..., "opt": ...,
@@ -87,18 +87,6 @@ def load_checkpoint(path, kind=None):
         raise UserError(f"checkpoint {path} is a {ckpt['config'].kind} model, not a {kind} model; use "
                         f"train_{ckpt['config'].kind}.py's checkpoints with this command")
     return ckpt
-
-
-def export_checkpoint(src, dst):
-    """A shippable copy of checkpoint `src` at `dst`: config, EMA weights, step and data record (model, optimizer and
-    grad scaler left empty). Returns dst's size in MiB."""
-    ck = torch.load(src, map_location="cpu", weights_only=True)
-    if ck.get("format", 1) > FORMAT:
-        raise UserError(f"checkpoint {src} has format {ck['format']}, newer than this version's {FORMAT}; update "
-                        "jpdvt (git pull) to export it")
-    save_checkpoint(dst, {"format": FORMAT, "config": ck["config"], "model": {}, "ema": ck["ema"], "opt": {},
-                          "scaler": {}, "step": ck["step"], "data": ck.get("data")})
-    return os.path.getsize(dst) / 2 ** 20
 
 
 def training_files(train_set, puzzle, before, resuming):

@@ -98,6 +98,19 @@ positive_float = finite_float(allow_zero=False)   # e.g. --lr
 loss_weight = finite_float(allow_zero=True)       # --weight-code, --weight-content
 
 
+def parse_grid(text):
+    """'3' -> (3, 3); '2x4' -> (2, 4) rows x cols. Each side must be >= 1 and the grid >= 2 pieces."""
+    m = re.fullmatch(r"\s*(\d+)\s*(?:[xX*]\s*(\d+))?\s*", str(text))
+    if not m:
+        raise UserError(f"--grid must look like 3 or 2x4 (rows x cols), got {text!r}")
+    rows, cols = int(m.group(1)), int(m.group(2) or m.group(1))
+    if rows < 1 or cols < 1 or rows * cols < 2 or (m.group(2) is None and rows < 2):
+        raise UserError(f"--grid needs at least 2 pieces (e.g. 3 or 2x4), got {text!r}")
+    if rows * cols > 400:
+        raise UserError(f"--grid {text} has {rows * cols} pieces; at most 400 are supported")
+    return rows, cols
+
+
 def mps_available():
     """Is Apple's Metal backend (a Mac's GPU) there to use?"""
     mps = getattr(torch.backends, "mps", None)

@@ -24,8 +24,7 @@ from typing import Optional
 from configs.paper import PAPER_ONLY
 from diffusion import PREDICTIONS
 from plumbing.checkpoint import load_checkpoint
-from plumbing.cli import PRECISIONS, Removed, UserError, loss_weight, positive, positive_float
-from puzzles import parse_grid
+from plumbing.cli import PRECISIONS, Removed, UserError, loss_weight, parse_grid, positive, positive_float
 from train import SCHEDULES, TrainConfig, learning_rate
 
 # settings a resumed run may change (each change is logged); any other flag that differs from the checkpoint is refused.

@@ -18,8 +18,8 @@ import torch
 from PIL import Image
 
 import jpdvt
-from plumbing.cli import UserError
-from puzzles import VideoPuzzles, parse_grid, video_tensor
+from plumbing.cli import UserError, parse_grid
+from puzzles import VideoPuzzles, video_tensor
 from solving.pictures import video_row, write_rows
 from sources.files import data_folder, fit_channels, read_video
 

@@ -15,8 +15,8 @@ from diffusion import GaussianDiffusion
 from dit import DiT, DiTConfig
 from jpdvt import given_codes, puzzle_loss
 from plumbing.checkpoint import TRAIN_KEYS, Config, load_checkpoint, save_checkpoint
-from plumbing.cli import UserError
-from puzzles import SPLITS, ImageConfig, ImagePuzzles, assemble, collate, cut_image, parse_grid, shuffle_pieces
+from plumbing.cli import UserError, parse_grid
+from puzzles import SPLITS, ImageConfig, ImagePuzzles, assemble, collate, cut_image, shuffle_pieces
 from sources.synthetic import shapes_image
 from train import TrainConfig
 from train_image import model_config
