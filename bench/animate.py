@@ -161,7 +161,7 @@ def puzzle_gif(path, rec, batch, positions, table, grid, size, pixels):
 
 
 def puzzle_animation(path, rec, solver, batch, positions):
-    """--animate: the GIF of puzzle 0 of a solved batch (puzzle_gif), image pieces at about DISPLAY px,
+    """The GIF of puzzle 0 of a solved batch (puzzle_gif), image pieces at about DISPLAY px,
     video pieces as thumbnails of about THUMB px; returns path."""
     puzzle = solver.config.puzzle
     image = puzzle.kind == "image"
