@@ -2,7 +2,8 @@
 Conditional DDPM over several named parts at once, as JPDVT uses it.
 
 Paper: Sec. 3.1, "Masked Jigsaw Transformer Diffusion", and the supplement "Conditional Diffusion Models".
-A puzzle state is a dict of parts, e.g. {"code": L (B, N, 32), "content": E (B, N, C, H, W)}. Each part has a
+A puzzle state is a dict of parts, e.g. {"code": L (B, N, D), "content": E (B, N, C, H, W)}, D = 32 for images
+and 16 for videos. Each part has a
 mask of the entries that are *generated*: positional codes of every piece (except an anchored one), and the
 content of missing pieces. Unmasked entries are known and stay clean at every step, which is the paper's
 q(L_t, E^m_t | L_0, E^m_0, E^g) and p(L_{t-1}, E^m_{t-1} | L_t, E^m_t, E^g).

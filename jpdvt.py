@@ -9,7 +9,8 @@ Read this file after posenc.py and diffusion.py; the networks are in dit.py and 
   piece, missing (B, N) bool}. Its diffusion state has two parts: "code", the positional code of every piece (the
   row of the position table at its true position), and "content", the pixels (or latents) of the pieces.
 - `given` (B, N) bool marks the pieces whose code the model is told (given_codes: the first piece of an anchored
-  puzzle; temporal super-resolution passes its own: every given piece). For each part of each piece:
+  puzzle; temporal super-resolution, which generates new pieces between given ones of a clip, passes its own:
+  every given piece). For each part of each piece:
 
   | piece                 | code: noised, in the loss, put back each step | content: the same   | scored               |
   | --------------------- | --------------------------------------------- | ------------------- | -------------------- |
@@ -24,8 +25,8 @@ Read this file after posenc.py and diffusion.py; the networks are in dit.py and 
   metrics.py). A piece whose code is told keeps its cell. A missing piece takes part like the others: the cell its
   generated code gets is where its generated content goes, and it can take a real piece's cell (the displaced real
   piece then counts as wrong).
-- Temporal super-resolution (a video use of the same solve): the code of every given piece is told, and only the
-  missing pieces between them are generated.
+- Temporal super-resolution (a video use of the same solve, the supplement's): the code of every given piece is
+  told, and only the missing pieces between them are generated.
 - Images / Videos (kind_of(config)): the table of true codes, the network, the puzzle stream and the scores of each.
 - load: a checkpoint's EMA network ready to solve test batches and your own bag of pieces (solving/solver.py).
 

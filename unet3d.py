@@ -3,7 +3,7 @@ Pseudo-3D U-Net that denoises temporal jigsaw puzzles (video JPDVT).
 
 Paper: "Solving temporal jigsaw puzzles" (Sec. 3.2 of the paper), the supplement's "Video Experiments" and
 Table "Hyperparameters in the downsampling blocks": a Make-A-Video style U-Net (4 down blocks, a middle block,
-4 up blocks; 3 P-3D conv layers per block, 8 heads x 64). Where ours differs from the supplement's text ("Within
+4 up blocks; "3 P-3D conv layers" per block, 8 heads x 64). Where ours differs from the supplement's text ("Within
 each block, there are multiple pseudo-3D convolutional layers, a pseudo-3D attention layer"): a block (`Level`) is
 `layers_per_block` (paper config 3: the table's "3 P-3D conv layers" read as 3 resnet blocks of two 3x3 convs
 each), and every resnet block is followed by its own 2D+1D attention layer (at the levels in `attn_levels`), so
@@ -11,7 +11,8 @@ each), and every resnet block is followed by its own 2D+1D attention layer (at t
 - the convolutions are only 2D spatial ones, applied to every frame on its own (no temporal convolution), and
 - the 2D+1D attention has no temporal position embedding,
 so that the model is equivariant to a permutation of the (shuffled) pieces: the pieces' order is carried only by
-their noisy 16-d positional codes, which an MLP turns into extra input channels concatenated to the frames.
+their noisy 16-d positional codes. An MLP turns them into extra input channels concatenated to the frames; they
+also enter every frame's conditioning vector and the code head (below).
 
 A puzzle of N pieces of F frames is processed as one video of L = N*F frames. Besides the frames, every frame
 gets a conditioning vector = timestep embedding + positional-code embedding + "missing piece" embedding +
@@ -45,7 +46,7 @@ from dit import Attention, DiTBlock, TimestepEmbedder
 class UNetConfig:
     """The video network (unet3d.UNet3D): a pseudo-3D U-Net; CONFIGS names its sizes."""
     channels: tuple = (64, 128, 256, 512)  # width of each resolution level; H, W halve between levels
-    layers_per_block: int = 3              # P-3D resnet layers per level (down and up) in the U-Net
+    layers_per_block: int = 3              # resnet blocks (2D convs, each followed by 2D+1D attention) per level
     attn_levels: tuple = (0, 1, 2, 3)      # levels (0 = full resolution) with 2D+1D attention; mid always has it
     heads: int = 8
     head_dim: int = 64
@@ -92,8 +93,8 @@ class ResBlock(nn.Module):
         self.conv1 = nn.Conv2d(c_in, c_out, 3, padding=1)
         self.emb = nn.Sequential(nn.SiLU(), nn.Linear(emb_dim, 2 * c_out))
         self.norm2 = nn.GroupNorm(groups, c_out)
-        # zero-init conv2: the residual branch starts at zero, so the block starts as its skip: the identity
-        # when c_in == c_out, a 1x1 conv projection when the width changes
+        # UNet3D.initialize_weights zeroes conv2: the residual branch starts at zero, so the block starts as its
+        # skip: the identity when c_in == c_out, a 1x1 conv projection when the width changes
         self.conv2 = nn.Conv2d(c_out, c_out, 3, padding=1)
         self.skip = nn.Conv2d(c_in, c_out, 1) if c_in != c_out else nn.Identity()
 
@@ -108,7 +109,8 @@ class ResBlock(nn.Module):
 class Attention2Plus1D(nn.Module):
     """
     Pseudo-3D attention: spatial over the H*W pixels of each frame, then temporal over the L frames per pixel
-    (dit.Attention, no position embedding: the frames form a set). Each output projection starts at zero.
+    (dit.Attention, no position embedding: the frames form a set). UNet3D.initialize_weights zeroes each output
+    projection.
     """
 
     def __init__(self, channels, heads, head_dim, groups):

@@ -4,12 +4,12 @@ Paper: Sec. 3.1, "Masked Jigsaw Transformer Diffusion", and the supplement's "Pr
 
 A built-in picture is cut into 9 shuffled pieces, one of them missing, and shuffled piece 0 is anchored (its code is
 told). A tiny model trained on such puzzles (checkpoints/image-shapes-3x3-anchor-missing.pt: up to one missing piece
-and an anchor) computes one training loss on it, then solves it. The steps: the positional code of every other
-piece starts as noise, 50 reverse diffusion steps denoise it (and the missing piece's pixels), and the pieces get
-cells one to one by code distance (Hungarian), the anchor on its own. The model predicts the clean codes (x0), not
-the paper's noise (eps), which stayed at chance here. One reason measured: the eps loss weighs a code's error by the
-signal-to-noise ratio, tiny at the noisy steps where only the content tells a piece's place (bench/README.md, "eps
-against x0"). Then read posenc.py, diffusion.py, jpdvt.py (README, "How to read this code").
+and an anchor) computes one training loss on it, then solves it. The steps: the positional code of every other piece
+starts as noise, 50 reverse diffusion steps denoise it (and the missing piece's pixels), and the pieces get cells
+one to one by code distance (Hungarian), the anchor on its own. The model predicts the clean codes (x0), not the
+paper's noise (eps), which stayed at chance here. One reason measured: the eps loss weighs a code's squared error by
+the signal-to-noise ratio (diffusion.py), tiny at the noisy steps where only the content tells a piece's place
+(bench/README.md, "eps against x0"). Then read posenc.py, diffusion.py, jpdvt.py (README, "How to read this code").
 
     python walkthrough.py          # no flags, a few seconds on a CPU
 """
@@ -31,7 +31,7 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
     config = ckpt["config"]                                          # its puzzles: 1 missing piece, anchored
     kind = jpdvt.kind_of(config)                                     # images: jpdvt.Images (what differs from videos)
     model = kind.network(config.model).eval()
-    model.load_state_dict(ckpt["ema"])                          # the EMA weights are the ones to sample with
+    model.load_state_dict(ckpt["ema"])     # the EMA (a running average of the trained weights) is what samples
     diffusion = GaussianDiffusion(1000, config.prediction)      # linear betas, T = 1000
 
     (rows, cols), side = config.puzzle.grid, config.puzzle.piece_size
@@ -43,7 +43,8 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
     show("true_pos", batch["true_pos"], f"(B, N): the cell each piece came from {batch['true_pos'][0].tolist()}")
     show("missing", batch["missing"], f"(B, N): content missing, to generate {batch['missing'][0].int().tolist()}")
     given = given_codes(batch, kind.anchored)
-    show("given", given, f"(B, N): code told, the anchor (piece 0, at cell {batch['true_pos'][0, 0].item()}) "
+    show("given", given, f"(B, N): code told, the anchor (piece 0, at cell {batch['true_pos'][0, 0].item()}, a random "
+                         "cell) "
                          f"{given[0].int().tolist()}")
 
     print("2. The codes the model generates (posenc.py): a 2D sinusoidal code per grid cell")
@@ -82,11 +83,14 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
     generator = torch.Generator().manual_seed(0)
     start = {"code": x0 * given[..., None], "content": batch["content"] * ~batch["missing"][..., None, None, None]}
     masks = {"code": ~given, "content": batch["missing"]}       # what is generated; the rest is put back every step
-    out = diffusion.sample(model_fn(model, batch["missing"], given), start, masks, steps=steps, generator=generator)
+    net = model_fn(model, batch["missing"], given)              # the network as a function of (x_t, t) -> x0 parts
+    out = diffusion.sample(net, start, masks, steps=steps, generator=generator)
     show("codes", out["code"], f"(B, N, {dim}): the generated code of every piece (the anchor's as told)")
     dist = torch.cdist(out["code"], table[None])
     show("distances", dist, "(B, N, cells): from each generated code to each cell's true code")
-    positions = assign(pin(dist[0].numpy(), pinned_cells(batch, given)[0].numpy()), "hungarian")
+    anchor_cells = pinned_cells(batch, given)[0].numpy()        # the anchor's true cell, -1 for the other pieces
+    cost = pin(dist[0].numpy(), anchor_cells)                   # forbids every other cell to the anchor
+    positions = assign(cost, "hungarian")                       # the one-to-one assignment of least total distance
     print(f"  positions     {str(positions.shape):<16} one distinct cell per piece (Hungarian; the anchor keeps "
           f"its cell) {positions.tolist()}")
     opts = SampleOptions(steps=steps, sampler="ddpm", generator=torch.Generator().manual_seed(0))
