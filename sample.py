@@ -1,6 +1,6 @@
 """
-Solve puzzles with a trained JPDVT checkpoint: accuracy on fresh test puzzles, pictures, your own photo or clip,
-and temporal super-resolution.
+Solve puzzles with a trained JPDVT checkpoint: accuracy on fresh test puzzles, pictures, your own pieces, and
+temporal super-resolution (of test clips or of your own clip).
 
 Paper: "Predicted position encodings" (supplement) and "Metrics" (Sec. 4.2). Everything (model, puzzle settings)
 is rebuilt from the checkpoint; the EMA weights are used. Image checkpoints report piece- and puzzle-level
@@ -38,13 +38,13 @@ from solving.solver import Solver, sampling_defaults
 from sources.files import split_seen
 
 SCORED = {"test": "scored once, for the final figures", "val": "model selection"}
-# What sample.py takes and reports of each kind of puzzle: the flags of your own data, the puzzle settings copied into
-# metrics.json, the test puzzles pictured and the metric of fully solved puzzles
-REPORT = {"image": {"inputs": ("pieces",), "settings": ("grid", "piece_size", "gap", "anchor"), "pictured": 8,
-                    "solved": "puzzle_acc"},
-          "video": {"inputs": ("video", "frames", "superres"),
-                    "settings": ("pieces", "frames_per_piece", "size", "frame_stride"), "pictured": 4,
+# What sample.py reports of each kind of puzzle: the puzzle settings copied into metrics.json, the test puzzles
+# pictured and the metric of fully solved puzzles
+REPORT = {"image": {"settings": ("grid", "piece_size", "gap", "anchor"), "pictured": 8, "solved": "puzzle_acc"},
+          "video": {"settings": ("pieces", "frames_per_piece", "size", "frame_stride"), "pictured": 4,
                     "solved": "exact"}}
+# the flags of your own data that each kind of checkpoint takes
+INPUTS = {"image": ("pieces",), "video": ("frames", "superres", "video")}
 
 
 def summary(kind, metrics):
@@ -164,13 +164,16 @@ def main(args):
         folder = args.pieces or args.frames
         args.out = (os.path.normpath(folder) + "_solved" if folder else
                     os.path.join(os.path.dirname(os.path.abspath(args.ckpt)), "samples"))
-    inputs = REPORT[config.kind]["inputs"]
+    inputs = INPUTS[config.kind]
     for flag in ("video", "pieces", "frames", "superres"):
         if getattr(args, flag) and flag not in inputs:
             its = f"its input is --{inputs[0]}" if len(inputs) == 1 else \
                 f"its inputs are {', '.join('--' + f for f in inputs[:-1])} and --{inputs[-1]}"
             raise UserError(f"--{flag} does not apply to {args.ckpt}, {'an' if config.kind == 'image' else 'a'} "
                             f"{config.kind} model; {its}")
+    if args.video and not args.superres:
+        raise UserError("--video names a clip to raise the frame rate of: add --superres K (to order pieces of your "
+                        "own, put them in a folder and pass --frames DIR)")
     trained = config.puzzle
     config = replace(config, puzzle=test_settings(args, trained))     # ckpt["config"] stays the trained one
     device = resolve_device(args.device)

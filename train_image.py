@@ -13,7 +13,7 @@ first line prints each with its source.
 
 Writes OUT/ckpt.pt ({config, model, ema, opt, scaler, step, data}) and OUT/log.txt; --resume OUT/ckpt.pt continues
 exactly. The flags become a Config (plumbing/checkpoint.py: puzzle, model, train), stored in the checkpoint; the loop
-is train.py. Solve test puzzles or your own photo with sample.py --ckpt OUT/ckpt.pt.
+is train.py. Solve test puzzles or your own pieces (--pieces) with sample.py --ckpt OUT/ckpt.pt.
 """
 import argparse
 from dataclasses import asdict, replace

@@ -17,7 +17,7 @@ default, else the tiny CPU recipe below; the log's first line prints each with i
     torchrun --standalone --nproc_per_node=8 train_video.py --dataset ucf101 --data-dir ... --vae ...
 
 Writes OUT/ckpt.pt ({config, model, ema, opt, scaler, step, data}) and OUT/log.txt; --resume OUT/ckpt.pt continues
-exactly. Solve test puzzles, order your own clip or raise a video's frame rate with sample.py --ckpt OUT/ckpt.pt.
+exactly. Solve test puzzles, order your own pieces or raise a video's frame rate with sample.py --ckpt OUT/ckpt.pt.
 """
 import argparse
 from dataclasses import asdict, replace

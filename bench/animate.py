@@ -10,12 +10,13 @@ solution | original) and NAME_solving.gif; the second writes solving.gif of the 
 bench/pictures.sh copies them into docs/.
 
 Paper: Sec. 3.1, "Masked Jigsaw Transformer Diffusion": solving a puzzle is generating the positional codes of its
-pieces. Every code starts as noise; at each sampling step the network predicts the clean codes x0_hat, and each
-piece is drawn where its predicted code points: the mean of the cells weighted by softmax(-|x0_hat - code of the
-cell|^2 / tau) over the position table (soft_cells), a continuous estimate, so pieces glide across the canvas into
-their cells. The last frame is the final assignment (every piece exactly in its cell), held for HOLD_MS. Missing
-pieces show their content as it forms from noise (the sampling state x_t), outlined in red. Images are drawn on
-their grid, videos as a strip of thumbnails along the time axis (a 1 x N grid, a piece's first frame each).
+pieces. Every code starts as noise; at each sampling step the network predicts the clean codes x0_hat (an eps
+model's are derived from its noise), and each piece is drawn where its predicted code points: the mean of the cells
+weighted by softmax(-|x0_hat - code of the cell|^2 / tau) over the position table (soft_cells), a continuous
+estimate, so pieces glide across the canvas into their cells. The last frame is the final assignment (every piece
+exactly in its cell), held for HOLD_MS. Missing pieces show their content as it forms from noise (the sampling state
+x_t), outlined in red. Images are drawn on their grid, videos as a strip of thumbnails along the time axis (a 1 x N
+grid, a piece's first frame each).
 """
 import argparse
 import io
@@ -33,7 +34,7 @@ from puzzles import assemble, collate, cut_image, shuffle_pieces, to_device
 from sample import summary
 from solving.pictures import DISPLAY, enlarge, font, mark_cells, outline, save_png, stack
 from solving.solver import Solver
-from sources.files import fit_image
+from sources.files import data_folder, fit_image
 
 STEP_MS, HOLD_MS = 100, 1500          # GIF frame durations: a sampling step, the result at the end
 SHARPNESS = 4.0                       # tau = (squared distance between neighbouring cells' codes) / SHARPNESS
@@ -236,11 +237,19 @@ def first_test_puzzle(solver, out, seed):
 def main(args):
     ckpt, device = load_checkpoint(args.ckpt), resolve_device("auto")
     config = ckpt["config"]
-    changes = {k: v for k, v in (("dataset", args.dataset), ("data_dir", args.data_dir), ("missing", args.missing))
-               if v is not None}
-    config = replace(config, puzzle=replace(config.puzzle, **changes))
+    if args.image and config.kind != "image":
+        raise UserError(f"--image needs an image checkpoint, and {args.ckpt} is a video model; drop --image to "
+                        "animate a test clip")
+    puzzle = config.puzzle
+    missing = args.missing if args.missing is not None else 0 if args.image else puzzle.missing
+    changes = {"dataset": args.dataset or puzzle.dataset, "missing": missing,
+               "data_dir": args.data_dir or data_folder(puzzle.data_dir, args.ckpt)}
+    if config.kind == "video" and puzzle.vae:                   # a latent model's autoencoder, found as sample.py does
+        changes["vae"] = data_folder(puzzle.vae, args.ckpt)
+    config = replace(config, puzzle=replace(puzzle, **changes))
     config.puzzle.check()
-    opts = SampleOptions(steps=args.steps, sampler=args.sampler, generator=torch.Generator(device).manual_seed(0))
+    opts = SampleOptions(steps=args.steps, sampler=args.sampler,
+                         generator=torch.Generator(device).manual_seed(args.seed))
     solver = Solver(config, ckpt, device=device, precision=args.precision, opts=opts)
     os.makedirs(args.out, exist_ok=True)
     scores = solve_photo(args.image, solver, args.out, args.seed) if args.image else \
@@ -254,11 +263,13 @@ def get_parser():
     p.add_argument("--image", help="image checkpoints: the photo to cut, shuffle and solve (else: a test puzzle)")
     p.add_argument("--dataset", help="the test puzzle's dataset (default: the checkpoint's)")
     p.add_argument("--data-dir", help="the test puzzle's data folder (default: the checkpoint's)")
-    p.add_argument("--missing", type=int, help="missing pieces, generated (default: the checkpoint's)")
+    p.add_argument("--missing", type=int, help="missing pieces, generated (default: 0 with --image, else the "
+                                               "checkpoint's)")
     p.add_argument("--steps", type=int, default=50, help="sampling steps")
-    p.add_argument("--sampler", default="ddpm", choices=("ddpm", "ddim"), help="the sampler")
+    p.add_argument("--sampler", default="ddpm", choices=("ddpm", "ddim"),
+                   help="the sampler (default ddpm, one sample per puzzle, whatever the checkpoint's estimator)")
     p.add_argument("--precision", default="fp32", help="arithmetic (fp32, bf16, auto)")
-    p.add_argument("--seed", type=int, default=0, help="the shuffle (and test puzzle)")
+    p.add_argument("--seed", type=int, default=0, help="the shuffle, the test puzzles and the sampling noise")
     p.add_argument("--out", required=True, help="output folder")
     return p
 

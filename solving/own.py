@@ -217,6 +217,3 @@ def refuse_conflicts(args):
     if args.calibrate and args.split != "val":
         raise UserError("--calibrate fits the confidence on the val split (the test split is scored once); add "
                         "--split val")
-    if args.video and not args.superres:
-        raise UserError("--video names a clip to raise the frame rate of: add --superres K (to order pieces of your "
-                        "own, put them in a folder and pass --frames DIR)")

@@ -1,4 +1,4 @@
-"""Image side: puzzles, DiT, training, checkpoints, sample.py (test set, own photo), torchrun."""
+"""Image side: puzzles, DiT, training, checkpoints, sample.py (test set, refusals), torchrun."""
 import importlib
 import json
 import sys
@@ -225,8 +225,7 @@ def test_bench_score_only_needs_an_earlier_run(tmp_path):
 def test_inputs_of_the_other_kind_are_refused(image_ckpt, tmp_path):
     with pytest.raises(UserError, match=r"--superres does not apply to .*, an image model; its input is --pieces$"):
         sample_run("--ckpt", image_ckpt, "--superres", "1", "--out", tmp_path)
-    proc = py("sample.py", "--ckpt", image_ckpt, "--video", tmp_path / "clip.gif", "--superres", "1", "--out",
-              tmp_path, check=False)
+    proc = py("sample.py", "--ckpt", image_ckpt, "--video", tmp_path / "clip.gif", "--out", tmp_path, check=False)
     assert_one_line_error(proc, f"--video does not apply to {image_ckpt}, an image model; its input is --pieces")
 
 

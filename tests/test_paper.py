@@ -20,8 +20,8 @@ import train_image
 import train_video
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError
+from plumbing.training import check_processes, resume_or_init
 from sources.files import HELD_OUT, fingerprint, hashed_split
-from train import check_processes, resume_or_init
 
 # ----------------------------------------------------------------------------- fixtures in the real layouts
 

@@ -58,7 +58,7 @@ def test_readme_scoring_commands_name_their_data():
             continue
         words = shlex.split(line.split("#")[0].split("&&")[0])
         ckpt = load_checkpoint(os.path.join(ROOT, words[words.index("--ckpt") + 1]))
-        own = {"--data-dir", "--image", "--video", "--pieces", "--frames"} & set(words)
+        own = {"--data-dir", "--video", "--pieces", "--frames"} & set(words)
         if ckpt["config"].puzzle.data_dir and not own:
             assert "# needs" in line or "# same" in line, line
 

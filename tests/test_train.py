@@ -36,9 +36,9 @@ def test_micro_batch_gradients_sum_to_the_batch_gradient():
     from diffusion import GaussianDiffusion
     from dit import DiT, DiTConfig
     from jpdvt import clean_parts, given_codes, puzzle_loss
+    from plumbing.training import micro_batches
     from posenc import grid_table
     from puzzles import ImageConfig, ImagePuzzles, collate
-    from train import micro_batches
     torch.manual_seed(0)
     puzzles = ImagePuzzles(ImageConfig(grid=(2, 2), piece_size=8, missing=2, anchor=True), "train", 0)
     batch, table = collate([puzzles[i] for i in range(8)]), grid_table(2, 2)

@@ -125,7 +125,7 @@ def decode(item):
 
 
 def epoch_puzzles(train_set, per_epoch, batch=3):
-    """The training puzzles of the first two epochs, as training draws them (train.StepBatches)."""
+    """The training puzzles of the first two epochs, as training draws them (plumbing.training.StepBatches)."""
     tc = TrainConfig(batch_size=batch, max_steps=-(-2 * per_epoch // batch))
     items = [decode(train_set[i]) for b in StepBatches(tc, start_step=0) for i in b]
     return items[:per_epoch], items[per_epoch:2 * per_epoch]
