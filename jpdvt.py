@@ -52,7 +52,7 @@ from metrics import (
     relabel_generated,
 )
 from posenc import grid_table, sequence_table
-from puzzles import DATASETS, VIDEO_DATASETS, ImagePuzzles, VideoPuzzles
+from puzzles import ImagePuzzles, VideoPuzzles
 from unet3d import UNet3D
 
 
@@ -170,7 +170,6 @@ def pinned_cells(batch, given):
 class Images:
     """Image puzzles (train_image.py): an R x C grid of square pieces."""
     network = DiT
-    datasets = DATASETS
     counted = ("piece_acc and puzzle_acc count the pieces with content that the model had to place, not the anchored "
                "one (whose position the model is told); missing pieces are generated and not scored")
 
@@ -197,7 +196,6 @@ class Images:
 class Videos:
     """Temporal puzzles (train_video.py): a clip cut into pieces of consecutive frames; the first stays first."""
     network = UNet3D
-    datasets = VIDEO_DATASETS
     counted = ("kendall and exact compare every piece's slot, generated pieces included, each against the slot of the "
                "clip it replaced (strict); kendall_set and exact_set compare the slots of generated pieces as a set "
                "(they start as interchangeable noise); the anchor (first piece) counts in all four; kendall_rev is the "

@@ -1,5 +1,5 @@
 """
-Puzzles: cutting images and videos into shuffled pieces, missing pieces, reassembly, and the two datasets.
+Puzzles: cutting images and videos into shuffled pieces, missing pieces, reassembly, and the two puzzle streams.
 
 Paper: "Image Jigsaw Puzzles Experiments", "Temporal Jigsaw Puzzles Experiments" and the supplement.
 - Images: an image is resized to an R x C grid of cells of (piece + gap) pixels; each piece is a crop inside its
@@ -30,8 +30,7 @@ import torch
 from plumbing.cli import UserError
 from sources.files import ENDLESS, SPLITS
 from sources.images import Pictures
-from sources.mnist import MOVINGMNIST_FILE
-from sources.videos import FOLDER_VIDEOS, Clips
+from sources.videos import Clips
 
 # ----------------------------------------------------------------------------
 # Settings
@@ -40,7 +39,7 @@ from sources.videos import FOLDER_VIDEOS, Clips
 @dataclass
 class ImageConfig:
     """Image puzzles (train_image.py): an R x C grid of square pieces, each cut from a cell of piece_size + gap px."""
-    dataset: str = "shapes"                  # where images come from (puzzles.DATASETS)
+    dataset: str = "shapes"                  # where images come from (sources.images.DATASETS)
     data_dir: Optional[str] = None           # image folder of folder/imagenet/jpwleg3
     grid: Tuple[int, int] = (3, 3)           # rows, cols
     piece_size: int = 16                     # piece side in pixels
@@ -62,7 +61,7 @@ class ImageConfig:
 @dataclass
 class VideoConfig:
     """Temporal puzzles (train_video.py): a clip cut into pieces of consecutive frames; the first stays first."""
-    dataset: str = "digits"                  # where videos come from (puzzles.VIDEO_DATASETS)
+    dataset: str = "digits"                  # where videos come from (sources.videos.VIDEO_DATASETS)
     data_dir: Optional[str] = None           # movingmnist: MNIST IDX folder or .npy file; videos: a folder
     pieces: int = 5                          # pieces per puzzle, the first one the anchor
     frames_per_piece: int = 4                # consecutive frames in each piece
@@ -162,14 +161,6 @@ def to_device(batch, device):
 # Image puzzles
 # ----------------------------------------------------------------------------
 
-DATASETS = {
-    "shapes": "built-in procedural images (no data needed)",
-    "folder": "any folder of images (--data-dir)",
-    "imagenet": "ImageNet train/val folders (--data-dir), paper preprocessing with flips",
-    "jpwleg3": "MET images (--data-dir), JPwLEG-3 protocol: 96 px pieces, 48 px gaps",
-}
-
-
 class ImagePuzzles(torch.utils.data.Dataset):
     """
     Stream of image puzzles of an ImageConfig `cfg`: item i is stream position i of the split, everything random
@@ -260,19 +251,6 @@ def video_item(puzzle):
     """A make_video_puzzle dict as tensors: content (N, F, C, H, W) in [-1, 1], true_pos (N,), missing (N,) bool."""
     return dict(content=video_tensor(puzzle["pieces"]), true_pos=torch.from_numpy(puzzle["true_pos"]),
                 missing=torch.from_numpy(puzzle["missing"]))
-
-
-VIDEO_DATASETS = {
-    "digits": "built-in moving digits, MovingMNIST-like (no data needed)",
-    "movingmnist": f"Moving MNIST (--data-dir): the MNIST IDX files (clips generated on the fly, training digits for "
-                   f"training and val, t10k digits for testing) or {MOVINGMNIST_FILE} (8000 train / 1000 val / 1000 "
-                   "test clips)",
-    "videos": "a folder of video files (mp4, avi, gif, ...) or frame folders (--data-dir)",
-    "clevrer": "CLEVRER videos (--data-dir, a video folder; the paper's settings by default, configs/paper.py)",
-    "ucf101": "UCF101 videos (--data-dir, a video folder with class subfolders; the paper's settings by default)",
-    "qst": "Quick Sky Time videos (--data-dir, a video folder; the paper's settings by default)",
-}
-FOLDER_DATASETS = ("folder", "imagenet", "jpwleg3", *FOLDER_VIDEOS)   # split by files (sources/files.py: split_files)
 
 
 class VideoPuzzles(torch.utils.data.Dataset):

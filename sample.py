@@ -30,14 +30,17 @@ from jpdvt import SampleOptions, given_codes
 from metrics import ASSIGNERS
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import PRECISIONS, Removed, UserError, positive, resolve_device, run_cli
-from puzzles import DATASETS, FOLDER_DATASETS, VIDEO_DATASETS, collate, to_device
+from puzzles import collate, to_device
 from solving.confidence import calibrate, check_val_size, gather, reliability_of
 from solving.own import refuse_conflicts, solve_pieces, superres, test_settings
 from solving.pictures import picture, save_pictures
 from solving.solver import Solver, sampling_defaults
 from sources.files import split_seen
+from sources.images import DATASETS
+from sources.videos import FOLDER_VIDEOS, VIDEO_DATASETS
 
 SCORED = {"test": "scored once, for the final figures", "val": "model selection"}
+FOLDER_DATASETS = ("folder", "imagenet", "jpwleg3", *FOLDER_VIDEOS)   # split by files (sources/files.py: split_files)
 # What sample.py reports of each kind of puzzle: the puzzle settings copied into metrics.json, the test puzzles
 # pictured and the metric of fully solved puzzles
 REPORT = {"image": {"settings": ("grid", "piece_size", "gap", "anchor"), "pictured": 8, "solved": "puzzle_acc"},

@@ -32,7 +32,8 @@ from plumbing.flags import (
     steps_of_epochs,
     train_config,
 )
-from puzzles import DATASETS, ImageConfig, collate
+from puzzles import ImageConfig, collate
+from sources.images import DATASETS
 from train import TrainConfig, train
 
 # piece size and gap when the flags are left out: the usual protocol of each dataset

@@ -27,8 +27,9 @@ from configs.paper import VIDEO
 from plumbing.checkpoint import Config
 from plumbing.cli import UserError, run_cli
 from plumbing.flags import add_train_flags, paper_settings, resolve, settings_line, start_run, train_config
-from puzzles import FOLDER_VIDEOS, VIDEO_DATASETS, VideoConfig, collate, curriculum_pieces
+from puzzles import VideoConfig, collate, curriculum_pieces
 from sources.vae import VAE_FACTOR, load_codec
+from sources.videos import FOLDER_VIDEOS, VIDEO_DATASETS
 from train import TrainConfig, train
 from unet3d import CONFIGS
 

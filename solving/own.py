@@ -17,11 +17,12 @@ import numpy as np
 import torch
 from PIL import Image
 
-import jpdvt
 from plumbing.cli import UserError, parse_grid
 from puzzles import VideoPuzzles, video_tensor
 from solving.pictures import video_row, write_rows
 from sources.files import data_folder, fit_channels, read_video
+from sources.images import DATASETS
+from sources.videos import VIDEO_DATASETS
 
 SUPERRES_CLIPS = 4          # test clips --superres pictures
 
@@ -181,9 +182,10 @@ def test_settings(args, puzzle):
     run's, for its own dataset), --missing (default: the checkpoint's; 0 for your own data), --frame-stride
     (videos)."""
     dataset = args.dataset or puzzle.dataset
-    if dataset not in jpdvt.kind_of(puzzle).datasets:
+    datasets = DATASETS if puzzle.kind == "image" else VIDEO_DATASETS
+    if dataset not in datasets:
         raise UserError(f"--dataset {dataset} does not fit this {puzzle.kind} checkpoint; use one of "
-                        f"{', '.join(jpdvt.kind_of(puzzle).datasets)}")
+                        f"{', '.join(datasets)}")
     own_dir = None
     if dataset == puzzle.dataset and puzzle.data_dir and not args.data_dir:
         own_dir = data_folder(puzzle.data_dir, args.ckpt)

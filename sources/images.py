@@ -25,6 +25,14 @@ from sources.files import (
 )
 from sources.synthetic import shapes_image
 
+# --dataset of train_image.py: where images come from
+DATASETS = {
+    "shapes": "built-in procedural images (no data needed)",
+    "folder": "any folder of images (--data-dir)",
+    "imagenet": "ImageNet train/val folders (--data-dir), paper preprocessing with flips",
+    "jpwleg3": "MET images (--data-dir), JPwLEG-3 protocol: 96 px pieces, 48 px gaps",
+}
+
 
 class Pictures:
     """The pictures of an ImageConfig `cfg`'s split: `files` (None for built-in shapes) and picture(i, rng, h, w);

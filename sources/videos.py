@@ -28,6 +28,17 @@ from sources.synthetic import moving_digits
 
 FOLDER_VIDEOS = ("videos", "clevrer", "ucf101", "qst")    # datasets read from a folder of videos (sources/files.py)
 MNIST_TEST_CLIPS = 10000                                   # Moving MNIST generated from the t10k digits: test clips
+# --dataset of train_video.py: where videos come from
+VIDEO_DATASETS = {
+    "digits": "built-in moving digits, MovingMNIST-like (no data needed)",
+    "movingmnist": f"Moving MNIST (--data-dir): the MNIST IDX files (clips generated on the fly, training digits for "
+                   f"training and val, t10k digits for testing) or {MOVINGMNIST_FILE} (8000 train / 1000 val / 1000 "
+                   "test clips)",
+    "videos": "a folder of video files (mp4, avi, gif, ...) or frame folders (--data-dir)",
+    "clevrer": "CLEVRER videos (--data-dir, a video folder; the paper's settings by default, configs/paper.py)",
+    "ucf101": "UCF101 videos (--data-dir, a video folder with class subfolders; the paper's settings by default)",
+    "qst": "Quick Sky Time videos (--data-dir, a video folder; the paper's settings by default)",
+}
 
 
 class Clips:

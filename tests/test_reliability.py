@@ -132,7 +132,7 @@ def test_truncated_and_wrong_kind_checkpoints(image_ckpt, tmp_path):
     with pytest.raises(UserError, match="is a video model, not a image model"):
         train_image_run("--resume", video, "--out", tmp_path)
     with pytest.raises(UserError, match=r"--pieces does not apply to .*video.pt, a video model; its inputs are "
-                                        "--video, --frames and --superres"):
+                                        "--frames, --superres and --video"):
         sample_run("--ckpt", video, "--pieces", tmp_path, "--out", tmp_path)
     other = tmp_path / "other.pt"
     torch.save({"weights": torch.zeros(3)}, other)
