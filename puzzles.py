@@ -27,7 +27,6 @@ from typing import ClassVar, Optional, Tuple
 import numpy as np
 import torch
 
-from plumbing.cli import UserError
 from sources.files import ENDLESS, SPLITS
 from sources.images import Pictures
 from sources.videos import Clips
@@ -51,12 +50,6 @@ class ImageConfig:
 
     kind: ClassVar[str] = "image"
 
-    def check(self):
-        """Refuse (UserError) a --missing that leaves no piece to place."""
-        rows, cols = self.grid
-        check_missing(self.missing, rows * cols, kept=int(self.anchor),
-                      what=f"a {rows}x{cols} grid{' with an anchor' if self.anchor else ''}")
-
 
 @dataclass
 class VideoConfig:
@@ -73,27 +66,6 @@ class VideoConfig:
     curriculum: Optional[Tuple[int, int, int]] = None  # training: (first pieces, steps to all, stream items a step)
 
     kind: ClassVar[str] = "video"
-
-    def check(self):
-        """Refuse (UserError) piece counts, --missing or --frame-stride that cannot make a puzzle."""
-        check_video(self.pieces, self.frames_per_piece, self.missing, frame_stride=self.frame_stride)
-
-
-def check_missing(missing, pieces, kept, what):
-    """--missing must leave the `kept` always-given pieces (the anchor) and at least one more piece to place."""
-    if not 0 <= missing < pieces - kept:
-        raise UserError(f"--missing must be between 0 and {pieces - 1 - kept} for {what}, got {missing}")
-
-
-def check_video(pieces, frames_per_piece, missing, frame_stride):
-    """Validate the video puzzle flags; raises UserError with a one-line fix."""
-    if pieces < 2:
-        raise UserError(f"--pieces must be at least 2 (the anchor and a piece to place), got {pieces}")
-    if frames_per_piece < 1:
-        raise UserError(f"--frames-per-piece must be at least 1, got {frames_per_piece}")
-    check_missing(missing, pieces, kept=1, what=f"{pieces} pieces (the first, the anchor, stays given)")
-    if frame_stride < 1:
-        raise UserError(f"--frame-stride must be at least 1, got {frame_stride}")
 
 
 # ----------------------------------------------------------------------------

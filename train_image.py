@@ -22,7 +22,7 @@ import jpdvt
 from configs.paper import IMAGE
 from dit import CONFIGS
 from plumbing.checkpoint import Config
-from plumbing.cli import Removed, UserError, parse_grid, positive, run_cli
+from plumbing.cli import Removed, UserError, check_puzzle, parse_grid, positive, run_cli
 from plumbing.flags import (
     add_train_flags,
     paper_settings,
@@ -65,7 +65,7 @@ def puzzle_config(args):
     puzzle = ImageConfig(dataset=args.dataset, data_dir=args.data_dir, grid=grid, piece_size=args.piece_size,
                          gap=args.gap, missing=args.missing, anchor=args.anchor, crop_scale=tuple(args.crop_scale),
                          mix_shapes=args.mix_shapes)
-    puzzle.check()
+    check_puzzle(puzzle)
     return puzzle
 
 

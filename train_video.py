@@ -25,7 +25,7 @@ from dataclasses import asdict, replace
 import jpdvt
 from configs.paper import VIDEO
 from plumbing.checkpoint import Config
-from plumbing.cli import UserError, run_cli
+from plumbing.cli import UserError, check_puzzle, run_cli
 from plumbing.flags import add_train_flags, paper_settings, resolve, settings_line, start_run, train_config
 from puzzles import VideoConfig, collate, curriculum_pieces
 from sources.vae import VAE_FACTOR, load_codec
@@ -62,7 +62,7 @@ def puzzle_config(args):
                          frames_per_piece=args.frames_per_piece, size=args.size,
                          channels=3 if args.vae or args.dataset in FOLDER_VIDEOS else 1,
                          frame_stride=args.frame_stride, missing=args.missing, vae=args.vae, curriculum=curriculum)
-    puzzle.check()
+    check_puzzle(puzzle)
     return puzzle
 
 

@@ -29,7 +29,7 @@ from PIL import Image, ImageDraw
 
 from jpdvt import SampleOptions
 from plumbing.checkpoint import load_checkpoint
-from plumbing.cli import UserError, resolve_device, run_cli
+from plumbing.cli import UserError, check_puzzle, resolve_device, run_cli
 from puzzles import assemble, collate, cut_image, shuffle_pieces, to_device
 from sample import summary
 from solving.pictures import DISPLAY, enlarge, font, mark_cells, outline, save_png, stack
@@ -247,7 +247,7 @@ def main(args):
     if config.kind == "video" and puzzle.vae:                   # a latent model's autoencoder, found as sample.py does
         changes["vae"] = data_folder(puzzle.vae, args.ckpt)
     config = replace(config, puzzle=replace(puzzle, **changes))
-    config.puzzle.check()
+    check_puzzle(config.puzzle)
     opts = SampleOptions(steps=args.steps, sampler=args.sampler,
                          generator=torch.Generator(device).manual_seed(args.seed))
     solver = Solver(config, ckpt, device=device, precision=args.precision, opts=opts)

@@ -111,6 +111,28 @@ def parse_grid(text):
     return rows, cols
 
 
+def check_puzzle(p):
+    """Refuse, in one sentence, the settings of a puzzle (a puzzles.ImageConfig or VideoConfig) that cannot make one:
+    --missing must leave the anchor and at least one more piece to place; a clip needs 2 pieces of 1 frame or more."""
+    if p.kind == "image":
+        rows, cols = p.grid
+        return check_missing(p.missing, rows * cols, kept=int(p.anchor),
+                             what=f"a {rows}x{cols} grid{' with an anchor' if p.anchor else ''}")
+    if p.pieces < 2:
+        raise UserError(f"--pieces must be at least 2 (the anchor and a piece to place), got {p.pieces}")
+    if p.frames_per_piece < 1:
+        raise UserError(f"--frames-per-piece must be at least 1, got {p.frames_per_piece}")
+    check_missing(p.missing, p.pieces, kept=1, what=f"{p.pieces} pieces (the first, the anchor, stays given)")
+    if p.frame_stride < 1:
+        raise UserError(f"--frame-stride must be at least 1, got {p.frame_stride}")
+
+
+def check_missing(missing, pieces, kept, what):
+    """--missing must leave the `kept` always-given pieces (the anchor) and at least one more piece to place."""
+    if not 0 <= missing < pieces - kept:
+        raise UserError(f"--missing must be between 0 and {pieces - 1 - kept} for {what}, got {missing}")
+
+
 def mps_available():
     """Is Apple's Metal backend (a Mac's GPU) there to use?"""
     mps = getattr(torch.backends, "mps", None)

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from plumbing.cli import UserError, parse_grid
+from plumbing.cli import UserError, check_puzzle, parse_grid
 from puzzles import VideoPuzzles, video_tensor
 from solving.pictures import video_row, write_rows
 from sources.files import data_folder, fit_channels, read_video
@@ -203,7 +203,7 @@ def test_settings(args, puzzle):
     if args.frame_stride is not None and hasattr(puzzle, "frame_stride"):
         changes["frame_stride"] = args.frame_stride
     puzzle = replace(puzzle, **changes)
-    puzzle.check()
+    check_puzzle(puzzle)
     return puzzle
 
 
