@@ -6,7 +6,8 @@ A puzzle state is a dict of parts, e.g. {"code": L (B, N, D), "content": E (B, N
 and 16 for videos. Each part has a
 mask of the entries that are *generated*: positional codes of every piece (except an anchored one), and the
 content of missing pieces. Unmasked entries are known and stay clean at every step, which is the paper's
-q(L_t, E^m_t | L_0, E^m_0, E^g) and p(L_{t-1}, E^m_{t-1} | L_t, E^m_t, E^g).
+q(L_t, E^m_t | L_0, E^m_0, E^g) and p(L_{t-1}, E^m_{t-1} | L_t, E^m_t, E^g), in its notation: L the positional
+codes, E^m the missing pieces' content, E^g the given pieces' content.
 
 - Forward process: linear betas (1e-4 .. 0.02), T = 1000;  q_sample(x0, t) = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps.
 - The network predicts either eps, the noise (the paper), or x0, the clean target. Both are the same MSE up to a

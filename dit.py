@@ -70,8 +70,8 @@ class TimestepEmbedder(nn.Module):
 
 class Attention(nn.Module):
     """Multi-head self-attention over the tokens of (B, L, dim); it adds no position embedding (DiT adds only a token's
-    place inside its own piece, never the piece's place). Heads of head_dim
-    (default dim / heads) channels; the U-Net's 2D+1D attention uses it with the paper's 8 x 64 heads."""
+    place inside its own piece, never the piece's place). Heads of head_dim (default dim / heads) channels; unet3d.py
+    uses it too."""
 
     def __init__(self, dim, heads, head_dim=None):
         super().__init__()

@@ -199,8 +199,7 @@ class Videos:
     counted = ("kendall and exact compare every piece's slot, generated pieces included, each against the slot of the "
                "clip it replaced (strict); kendall_set and exact_set compare the slots of generated pieces as a set "
                "(they start as interchangeable noise); the anchor (first piece) counts in all four; kendall_rev is the "
-               "authors' variant, the smaller of the strict distances of the predicted order and of its reverse (a "
-               "fully reversed clip scores 0)")
+               "authors' variant, the smaller of the strict distances of the predicted order and of its reverse")
 
     def __init__(self, puzzle):
         self.p = puzzle

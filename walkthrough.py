@@ -6,12 +6,12 @@ A built-in picture is cut into 9 shuffled pieces, one of them missing, and shuff
 told). A tiny model trained on such puzzles (checkpoints/image-shapes-3x3-anchor-missing.pt: up to one missing piece
 and an anchor) computes one training loss on it, then solves it. The steps: the positional code of every other piece
 starts as noise, 50 reverse diffusion steps denoise it (and the missing piece's pixels), and the pieces get cells
-one to one by code distance (Hungarian), the anchor on its own. The model predicts the clean codes (x0), not the
-paper's noise (eps), which stayed at chance here. One reason measured: the eps loss weighs a code's squared error by
-the signal-to-noise ratio (diffusion.py), tiny at the noisy steps where only the content tells a piece's place
-(bench/README.md, "eps against x0"). Then read posenc.py, diffusion.py, jpdvt.py (README, "How to read this code").
+one to one by code distance (Hungarian), the anchor on its own. The model predicts the clean codes (x0), where the
+paper predicts the noise (eps), which did not learn here (README, "Differences from the paper"). The anchor's cell
+is pinned in the assignment (metrics.pin). Then read posenc.py, diffusion.py, jpdvt.py (README, "How to read this
+code").
 
-    python walkthrough.py          # no flags, a few seconds on a CPU
+    python walkthrough.py          # no flags, well under a minute on a CPU
 """
 import torch
 
