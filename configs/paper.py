@@ -21,7 +21,8 @@ IMG_TRAIN = "supp. 'Image Experiments': batch 256, 300 epochs, lr 1e-4"
 EPS = "Sec. 3.1: the network predicts the noise (loss ||eps - eps_theta||^2)"
 X0 = ("DEVIATION: the paper predicts the noise (Sec. 3.1), which stayed at chance here while x0 learned (README, "
       "'Differences from the paper'); --prediction eps trains the paper's")
-ANCHOR = "Sec. 3.2 'Implementation Details': we anchor the positional embedding of the initial patch"
+ANCHOR = ("Sec. 3.2 'Implementation Details': we anchor the positional embedding of the initial patch; DEVIATION: the "
+          "anchored piece is the first shuffled one, at a random cell of each puzzle")
 CONSTANT = "no learning-rate decay or warm-up is stated: constant"
 LARGE_RUN = "not in the paper: a long run checkpoints every 10,000 steps (as the authors' code) and checks every 5,000"
 UNET = "supp. Table 'Hyperparameters in the downsampling blocks': 64/128/256/512 wide, 3 P-3D layers, 8 x 64 heads"
