@@ -232,9 +232,9 @@ class VideoPuzzles(torch.utils.data.Dataset):
     from sources/videos.py (built-in digits, Moving MNIST, a folder of videos; every `frame_stride`-th frame, size x
     size, `channels` channels). A clip gives a window of P*F frames: random in training, centred at test time.
     Returns dict(content (N, F, C, H, W) in [-1, 1], true_pos (N,) with true_pos[0] = 0, missing (N,) bool, never
-    the anchor). Training puzzles have 0..missing pieces missing (at most N - 2 of a curriculum's shorter N pieces, so
-    that one piece beside the anchor is left to place) and, with cfg.curriculum = (first,
-    steps, per_step: the global batch), start as shorter windows of `first` pieces (slots 0..first-1), growing to all.
+    the anchor). Training puzzles have 0..missing pieces missing (at most N - 2 of a curriculum's shorter N pieces,
+    so that one piece beside the anchor is left to place) and, with cfg.curriculum = (first, steps, per_step: the
+    global batch), start as shorter windows of `first` pieces (slots 0..first-1), growing to all.
     """
 
     def __init__(self, cfg, split, seed=0):
