@@ -11,7 +11,7 @@ paper predicts the noise (eps), which did not learn here (README, "Differences f
 is pinned in the assignment (metrics.pin). Then read posenc.py, diffusion.py, jpdvt.py (README, "How to read this
 code").
 
-    python walkthrough.py          # no flags, well under a minute on a CPU
+    python walkthrough.py          # no flags
 """
 import torch
 

@@ -32,9 +32,10 @@ from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError, check_puzzle, resolve_device, run_cli
 from puzzles import assemble, collate, cut_image, shuffle_pieces, to_device
 from sample import summary
+from solving.own import test_settings
 from solving.pictures import DISPLAY, enlarge, font, mark_cells, outline, save_png, stack
 from solving.solver import Solver
-from sources.files import data_folder, fit_image
+from sources.files import fit_image
 
 STEP_MS, HOLD_MS = 100, 1500          # GIF frame durations: a sampling step, the result at the end
 SHARPNESS = 4.0                       # tau = (squared distance between neighbouring cells' codes) / SHARPNESS
@@ -240,14 +241,14 @@ def main(args):
     if args.image and config.kind != "image":
         raise UserError(f"--image needs an image checkpoint, and {args.ckpt} is a video model; drop --image to "
                         "animate a test clip")
-    puzzle = config.puzzle
-    missing = args.missing if args.missing is not None else 0 if args.image else puzzle.missing
-    changes = {"dataset": args.dataset or puzzle.dataset, "missing": missing,
-               "data_dir": args.data_dir or data_folder(puzzle.data_dir, args.ckpt)}
-    if config.kind == "video" and puzzle.vae:                   # a latent model's autoencoder, found as sample.py does
-        changes["vae"] = data_folder(puzzle.vae, args.ckpt)
-    config = replace(config, puzzle=replace(puzzle, **changes))
-    check_puzzle(config.puzzle)
+    if args.image:                                              # the photo's puzzle: no data folder needed
+        puzzle = replace(config.puzzle, missing=0 if args.missing is None else args.missing)
+        check_puzzle(puzzle)
+    else:                                                       # a test puzzle, its data found as sample.py finds it
+        puzzle = test_settings(argparse.Namespace(ckpt=args.ckpt, dataset=args.dataset, data_dir=args.data_dir,
+                                                  missing=args.missing, frame_stride=None, vae=None, video=None,
+                                                  pieces=None, frames=None), config.puzzle)
+    config = replace(config, puzzle=puzzle)
     opts = SampleOptions(steps=args.steps, sampler=args.sampler,
                          generator=torch.Generator(device).manual_seed(args.seed))
     solver = Solver(config, ckpt, device=device, precision=args.precision, opts=opts)

@@ -1,6 +1,7 @@
 """
 What the scripts (train_image.py, train_video.py, sample.py, mnist.py) share on the command line: clean errors,
-argparse types, the device (`resolve_device`) and the precision policy (`PRECISIONS`, `autocast`). Not in the paper.
+argparse types, the checks of a grid and of a puzzle's settings (`parse_grid`, `check_puzzle`), the device
+(`resolve_device`) and the precision policy (`PRECISIONS`, `autocast`). Not in the paper.
 
 A wrong flag, a missing file or an unreadable dataset raises `UserError` with one sentence that names the flag or
 file and says what to do; `run_cli` turns it into one `error: ...` line and exit code 2, never a traceback.
