@@ -168,7 +168,7 @@ def main(args):
         args.out = (os.path.normpath(folder) + "_solved" if folder else
                     os.path.join(os.path.dirname(os.path.abspath(args.ckpt)), "samples"))
     inputs = INPUTS[config.kind]
-    for flag in ("video", "pieces", "frames", "superres"):
+    for flag in (*INPUTS["image"], *INPUTS["video"]):
         if getattr(args, flag) and flag not in inputs:
             its = f"its input is --{inputs[0]}" if len(inputs) == 1 else \
                 f"its inputs are {', '.join('--' + f for f in inputs[:-1])} and --{inputs[-1]}"

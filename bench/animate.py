@@ -245,9 +245,8 @@ def main(args):
         puzzle = replace(config.puzzle, missing=0 if args.missing is None else args.missing)
         check_puzzle(puzzle)
     else:                                                       # a test puzzle, its data found as sample.py finds it
-        puzzle = test_settings(argparse.Namespace(ckpt=args.ckpt, dataset=args.dataset, data_dir=args.data_dir,
-                                                  missing=args.missing, frame_stride=None, vae=None, video=None,
-                                                  pieces=None, frames=None), config.puzzle)
+        flags = argparse.Namespace(**vars(args), frame_stride=None, vae=None, video=None, pieces=None, frames=None)
+        puzzle = test_settings(flags, config.puzzle)
     config = replace(config, puzzle=puzzle)
     opts = SampleOptions(steps=args.steps, sampler=args.sampler,
                          generator=torch.Generator(device).manual_seed(args.seed))
