@@ -176,7 +176,7 @@ class DiT(nn.Module):
         x = x.reshape(b, n, k, k, c, p, p).permute(0, 1, 4, 2, 5, 3, 6)
         return x.reshape(b, n, c, k * p, k * p)
 
-    def forward(self, code, content, t, missing, given=None):
+    def forward(self, code, content, t, missing, given):
         """
         code (B, N, code_dim) noisy positional codes; content (B, N, C, P, P); t (B,); missing, given (B, N) bool
         (given: the pieces whose code is told, the anchor: jpdvt.given_codes).
@@ -184,7 +184,7 @@ class DiT(nn.Module):
         """
         b, n = code.shape[:2]
         k = self.tokens_per_side ** 2
-        flags = missing.long() + (2 * given.long() if given is not None else 0)
+        flags = missing.long() + 2 * given.long()                                # (B, N) in 0..3
         piece = self.code_embed(code) + self.flag_embed(flags)                   # (B, N, D)
         x = self.patch_embed(self.patchify(content)).view(b, n, k, -1)           # (B, N, K, D)
         x = (x + self.token_pos + piece[:, :, None]).flatten(1, 2)               # (B, N*K, D)

@@ -1,6 +1,6 @@
 """
 The JPDVT method, for images and videos alike: the training objective, the solver, and what differs between image
-and video puzzles. The user's entry point: `jpdvt.load(checkpoint).solve(pieces)`.
+and video puzzles. At its end, the user's entry point: `jpdvt.load(checkpoint).solve(pieces)`.
 
 Paper: Sec. 3.1, "Masked Jigsaw Transformer Diffusion", and the supplement's "Predicted position encodings".
 Read this file after posenc.py and diffusion.py; the networks are in dit.py and unet3d.py, the puzzles in puzzles.py.
@@ -32,7 +32,8 @@ Read this file after posenc.py and diffusion.py; the networks are in dit.py and 
 
     model = DiT(config.model); diffusion = GaussianDiffusion(1000, config.prediction)
     given = given_codes(batch, anchored=False)
-    losses = puzzle_loss(model, diffusion, batch, table=table, given=given, weights={"code": 1.0, "content": 0.1})
+    weights = {"code": 1.0, "content": 0.1}                     # train_image.py's (train_video.py: 0.2 and 0.8)
+    losses = puzzle_loss(model, diffusion, batch, table=table, given=given, weights=weights)
     positions, content = solve(model, diffusion, batch, table=table, opts=SampleOptions(steps=50), given=given)
     result = jpdvt.load("checkpoints/image-photos-3x3.pt").solve(pieces)   # .positions, .confidence, .image
 """
@@ -54,19 +55,6 @@ from metrics import (
 from posenc import grid_table, sequence_table
 from puzzles import ImagePuzzles, VideoPuzzles
 from unet3d import UNet3D
-
-
-def load(path, device="auto"):
-    """A trained checkpoint ready to solve your own pieces: a solving.solver.Solver (the network, its settings, the
-    confidence, the autoencoder of a latent model) with the sampling its checkpoint names, noise seed 0. On a CPU it
-    sets torch's thread count for the process, as training does: one per core but one, unless OMP_NUM_THREADS is set.
-
-        solver = jpdvt.load("checkpoints/image-photos-3x3.pt")
-        result = solver.solve(pieces, seed=0)     # result.positions, .confidence, .puzzle_confidence, .image
-    """
-    from solving.solver import Solver  # what a user's bag needs beyond the method: solving/
-    return Solver.load(path, device=device)
-
 
 # ----------------------------------------------------------------------------
 # The method: training objective and solver
@@ -163,6 +151,7 @@ def pinned_cells(batch, given):
     told piece on its cell."""
     return torch.where(given, batch["true_pos"], torch.full_like(batch["true_pos"], -1))
 
+
 # ----------------------------------------------------------------------------
 # What differs between image and video puzzles
 # ----------------------------------------------------------------------------
@@ -170,8 +159,6 @@ def pinned_cells(batch, given):
 class Images:
     """Image puzzles (train_image.py): an R x C grid of square pieces."""
     network = DiT
-    counted = ("piece_acc and puzzle_acc count the pieces with content that the model had to place, not the anchored "
-               "one (whose position the model is told); missing pieces are generated and not scored")
 
     def __init__(self, puzzle):
         self.p = puzzle
@@ -196,10 +183,6 @@ class Images:
 class Videos:
     """Temporal puzzles (train_video.py): a clip cut into pieces of consecutive frames; the first stays first."""
     network = UNet3D
-    counted = ("kendall and exact compare every piece's slot, generated pieces included, each against the slot of the "
-               "clip it replaced (strict); kendall_set and exact_set compare the slots of generated pieces as a set "
-               "(they start as interchangeable noise); the anchor (first piece) counts in all four; kendall_rev is the "
-               "authors' variant, the smaller of the strict distances of the predicted order and of its reverse")
 
     def __init__(self, puzzle):
         self.p = puzzle
@@ -232,3 +215,19 @@ def kind_of(config):
     """The kind of a Config or of its puzzle config, bound to that puzzle config."""
     puzzle = getattr(config, "puzzle", config)
     return KINDS[puzzle.kind](puzzle)
+
+
+# ----------------------------------------------------------------------------
+# The user's door: a trained checkpoint
+# ----------------------------------------------------------------------------
+
+def load(path, device="auto"):
+    """A trained checkpoint ready to solve your own pieces: a solving.solver.Solver (the network, its settings, the
+    confidence, the autoencoder of a latent model) with the sampling its checkpoint names, noise seed 0. On a CPU it
+    sets torch's thread count for the process, as training does: one per core but one, unless OMP_NUM_THREADS is set.
+
+        solver = jpdvt.load("checkpoints/image-photos-3x3.pt")
+        result = solver.solve(pieces, seed=0)     # result.positions, .confidence, .puzzle_confidence, .image
+    """
+    from solving.solver import Solver  # what a user's bag needs beyond the method: solving/
+    return Solver.load(path, device=device)

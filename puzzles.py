@@ -1,5 +1,5 @@
 """
-Puzzles: cutting images and videos into shuffled pieces, missing pieces, reassembly, and the two puzzle streams.
+Puzzles: cutting images and videos into shuffled pieces, some of them missing, and the two puzzle streams.
 
 Paper: "Image Jigsaw Puzzles Experiments", "Temporal Jigsaw Puzzles Experiments" and the supplement.
 - Images: an image is resized to an R x C grid of cells of (piece + gap) pixels; each piece is a crop inside its
@@ -70,7 +70,7 @@ class VideoConfig:
 
 
 # ----------------------------------------------------------------------------
-# Pieces: cutting, shuffling, missing pieces, reassembly
+# Pieces: cutting, shuffling, missing pieces
 # ----------------------------------------------------------------------------
 
 def cut_image(img, grid, piece, gap=0, rng=None):
@@ -88,23 +88,6 @@ def cut_image(img, grid, piece, gap=0, rng=None):
             y, x = r * cell + dy, c * cell + dx
             out.append(img[y:y + piece, x:x + piece])
     return np.stack(out)
-
-
-def assemble(pieces, positions, grid, border=0, fill=0.5):
-    """
-    Place pieces (N, P, P, C) at grid positions (N,) (raster index; -1 = leave out) and return the image
-    (rows*(P+border) - border, ...). Cells that get no piece are filled with `fill`.
-    """
-    rows, cols = grid
-    n, p = pieces.shape[0], pieces.shape[1]
-    s = p + border
-    img = np.full((rows * s - border, cols * s - border, pieces.shape[-1]), fill, dtype=np.float32)
-    for i in range(n):
-        if positions[i] < 0:
-            continue
-        r, c = divmod(int(positions[i]), cols)
-        img[r * s:r * s + p, c * s:c * s + p] = pieces[i]
-    return img
 
 
 def shuffle_pieces(n, rng, missing=0, anchor=False):
@@ -175,7 +158,8 @@ class ImagePuzzles(torch.utils.data.Dataset):
 # ----------------------------------------------------------------------------
 
 def curriculum_pieces(curriculum, pieces, step):
-    """Pieces at 0-based training step `step` of a curriculum (first, steps, ...): `first`, growing stepwise to all."""
+    """Pieces at 0-based training step `step` of a curriculum (first, steps, ...): `first`, growing stepwise to all.
+    Not in the paper: without it, puzzles of 10 pieces stayed at chance here (bench/notes.md)."""
     return min(pieces, curriculum[0] + (pieces - curriculum[0]) * step // curriculum[1])
 
 
@@ -201,17 +185,6 @@ def make_video_puzzle(frames, num_pieces, frames_per_piece, rng, missing=0, star
     rest, rest_missing = shuffle_pieces(p - 1, rng, missing)   # shuffle pieces 1..P-1 behind the anchor
     true_pos = np.concatenate([[0], 1 + rest]).astype(np.int64)
     return dict(pieces=pieces[true_pos], true_pos=true_pos, missing=np.concatenate([[False], rest_missing]))
-
-
-def unshuffle_video(pieces, positions):
-    """Put shuffled pieces (P, F, ...) back in time order: piece i goes to slot positions[i]. Returns (P*F, ...)."""
-    positions = np.asarray(positions)
-    p = len(pieces)
-    if sorted(positions.tolist()) != list(range(p)):
-        raise ValueError(f"positions must be a permutation of 0..{p - 1}, got {positions.tolist()}")
-    out = np.empty_like(pieces)
-    out[positions] = pieces
-    return out.reshape(-1, *pieces.shape[2:])                  # p f ... -> (p f) ...
 
 
 def video_tensor(pieces):
@@ -258,6 +231,7 @@ class VideoPuzzles(torch.utils.data.Dataset):
         rng = np.random.default_rng([self.seed, SPLITS[self.split], int(i)])
         clip = self.clips.clip(int(i), rng)
         pieces = self.pieces_at(int(i))
-        k = min(int(rng.integers(0, self.cfg.missing + 1)) if self.train else self.cfg.missing, pieces - 2)
+        k = int(rng.integers(0, self.cfg.missing + 1)) if self.train else self.cfg.missing
+        k = min(k, pieces - 2)                 # a curriculum's short puzzle keeps a piece to place beside the anchor
         start = None if self.train else (len(clip) - self.span) // 2
         return video_item(make_video_puzzle(clip, pieces, self.cfg.frames_per_piece, rng=rng, missing=k, start=start))

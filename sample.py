@@ -5,8 +5,8 @@ temporal super-resolution (of test clips or of your own clip).
 Paper: "Predicted position encodings" (supplement) and "Metrics" (Sec. 4.2). Everything (model, puzzle settings)
 is rebuilt from the checkpoint; the EMA weights are used. Image checkpoints report piece- and puzzle-level
 accuracy over the pieces the model had to place; video checkpoints report the mean normalized Kendall distance
-and the fraction of clips fully ordered, strict and with generated pieces compared as a set (the `counted` texts of
-jpdvt.Images and jpdvt.Videos say what each counts). Your own data (--pieces, --frames, and --superres: the
+and the fraction of clips fully ordered, strict and with generated pieces compared as a set (REPORT's `counted` texts,
+below, say what each counts). Your own data (--pieces, --frames, and --superres: the
 supplement's temporal super-resolution, of test clips or of --video) is solved by solving/own.py; the confidence
 (--calibrate) is solving/confidence.py.
 
@@ -42,10 +42,18 @@ from sources.videos import FOLDER_VIDEOS, VIDEO_DATASETS
 SCORED = {"test": "scored once, for the final figures", "val": "model selection"}
 FOLDER_DATASETS = ("folder", "imagenet", "jpwleg3", *FOLDER_VIDEOS)   # split by files (sources/files.py: split_files)
 # What sample.py reports of each kind of puzzle: the puzzle settings copied into metrics.json, the test puzzles
-# pictured and the metric of fully solved puzzles
-REPORT = {"image": {"settings": ("grid", "piece_size", "gap", "anchor"), "pictured": 8, "solved": "puzzle_acc"},
+# pictured, the metric of fully solved puzzles and what the scores count
+REPORT = {"image": {"settings": ("grid", "piece_size", "gap", "anchor"), "pictured": 8, "solved": "puzzle_acc",
+                    "counted": "piece_acc and puzzle_acc count the pieces with content that the model had to place, "
+                               "not the anchored one (whose position the model is told); missing pieces are generated "
+                               "and not scored"},
           "video": {"settings": ("pieces", "frames_per_piece", "size", "frame_stride"), "pictured": 4,
-                    "solved": "exact"}}
+                    "solved": "exact",
+                    "counted": "kendall and exact compare every piece's slot, generated pieces included, each against "
+                               "the slot of the clip it replaced (strict); kendall_set and exact_set compare the slots "
+                               "of generated pieces as a set (they start as interchangeable noise); the anchor (first "
+                               "piece) counts in all four; kendall_rev is the authors' variant, the smaller of the "
+                               "strict distances of the predicted order and of its reverse"}}
 # the flags of your own data that each kind of checkpoint takes
 INPUTS = {"image": ("pieces",), "video": ("frames", "superres", "video")}
 
@@ -117,7 +125,7 @@ def score_test_set(args, solver):
         truth = {k: torch.cat([t[k] for t in truth]) for k in ("true_pos", "missing")}
         passes.append(kind.score(np.concatenate(positions), truth))
     metrics = {**{k: float(np.mean([p[k] for p in passes])) for k in passes[0]},
-               "counted": kind.counted, "num_puzzles": num, "sec_per_puzzle": seconds / (num * args.repeats),
+               "counted": report["counted"], "num_puzzles": num, "sec_per_puzzle": seconds / (num * args.repeats),
                "dataset": puzzle.dataset, "split": args.split, "missing": puzzle.missing, "sampler": args.sampler,
                "steps": args.steps, "samples": args.samples, "assign": args.assign, "seed": args.seed,
                "precision": solver.settings()["precision"],

@@ -248,7 +248,7 @@ class UNet3D(nn.Module):
             nn.init.zeros_(layer.weight)
             nn.init.zeros_(layer.bias)
 
-    def forward(self, code, content, t, missing, given=None):
+    def forward(self, code, content, t, missing, given):
         cfg = self.config
         b, n, f, c, h, w = content.shape
         factor = cfg.patch_size * 2 ** (self.levels - 1)
@@ -261,8 +261,6 @@ class UNet3D(nn.Module):
         frames = n * f
 
         # ---- per-frame conditioning vector
-        if given is None:
-            given = torch.zeros_like(missing)
         temb = self.t_embed(t)                                                  # (B, D)
         emb = (temb[:, None]                                                    # (B, 1, D)
                + self.code_embed(code)
@@ -294,7 +292,8 @@ class UNet3D(nn.Module):
         content_out = F.pixel_shuffle(self.content_out(x), cfg.patch_size)  # (b l) (c p p) h w -> (b l) c (h p) (w p)
         content_out = content_out.reshape(b, n, f, c, h, w)                     # (b n f) c h w -> b n f c h w
 
-        # (b n f) c h w -> b n f (c l l): the layout of every frame's features and its pooled pixels
+        # (b n f) c h w -> b n f (c l l): the layout of every frame's features and its pooled input pixels (clean for
+        # pieces with content, the current noisy x_t of missing ones)
         layout = F.adaptive_avg_pool2d(self.code_reduce(x), cfg.layout_pool).reshape(b, n, f, -1)
         pixels = F.adaptive_avg_pool2d(content.reshape(b * frames, c, h, w), cfg.pixel_pool).reshape(b, n, f, -1)
         ends = torch.cat([layout[:, :, 0], pixels[:, :, 0], layout[:, :, -1], pixels[:, :, -1], code.to(x.dtype)],

@@ -43,8 +43,8 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
     show("true_pos", batch["true_pos"], f"(B, N): the cell each piece came from {batch['true_pos'][0].tolist()}")
     show("missing", batch["missing"], f"(B, N): content missing, to generate {batch['missing'][0].int().tolist()}")
     given = given_codes(batch, kind.anchored)
-    show("given", given, f"(B, N): code told, the anchor (piece 0, at cell {batch['true_pos'][0, 0].item()}, a random "
-                         "cell) "
+    anchor_cell = batch["true_pos"][0, 0].item()
+    show("given", given, f"(B, N): code told, the anchor (piece 0, at cell {anchor_cell}; an anchor's cell is random) "
                          f"{given[0].int().tolist()}")
 
     print("2. The codes the model generates (posenc.py): a 2D sinusoidal code per grid cell")

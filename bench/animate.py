@@ -30,10 +30,10 @@ from PIL import Image, ImageDraw
 from jpdvt import SampleOptions
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError, check_puzzle, resolve_device, run_cli
-from puzzles import assemble, collate, cut_image, shuffle_pieces, to_device
+from puzzles import collate, cut_image, shuffle_pieces, to_device
 from sample import summary
 from solving.own import test_settings
-from solving.pictures import DISPLAY, enlarge, font, mark_cells, outline, save_png, stack
+from solving.pictures import DISPLAY, assemble, enlarge, font, mark_cells, outline, save_png, stack
 from solving.solver import Solver
 from sources.files import fit_image
 

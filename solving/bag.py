@@ -16,9 +16,9 @@ from PIL import Image
 
 from metrics import assign, pin
 from plumbing.cli import UserError
-from puzzles import assemble, video_tensor
+from puzzles import video_tensor
 from solving.confidence import margins
-from solving.pictures import DISPLAY, enlarge, mark_cells
+from solving.pictures import DISPLAY, assemble, enlarge, mark_cells
 from sources.files import as_image, clip_frames, piece_pixels
 
 

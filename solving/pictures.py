@@ -18,11 +18,42 @@ import numpy as np
 import torch.nn.functional as F
 from PIL import Image, ImageDraw, ImageFont
 
-from puzzles import assemble, unshuffle_video
 from sources.files import fit_channels
 
 RED = (1.0, 0.0, 0.0)                  # outline of generated (missing) pieces
 DISPLAY = 160                          # a solved bag's piece side in pixels, at most the pieces' own
+
+# ----------------------------------------------------------------------------
+# Putting pieces back
+# ----------------------------------------------------------------------------
+
+def assemble(pieces, positions, grid, border=0, fill=0.5):
+    """
+    Place pieces (N, P, P, C) at grid positions (N,) (raster index; -1 = leave out) and return the image
+    (rows*(P+border) - border, ...). Cells that get no piece are filled with `fill`.
+    """
+    rows, cols = grid
+    n, p = pieces.shape[0], pieces.shape[1]
+    s = p + border
+    img = np.full((rows * s - border, cols * s - border, pieces.shape[-1]), fill, dtype=np.float32)
+    for i in range(n):
+        if positions[i] < 0:
+            continue
+        r, c = divmod(int(positions[i]), cols)
+        img[r * s:r * s + p, c * s:c * s + p] = pieces[i]
+    return img
+
+
+def unshuffle_video(pieces, positions):
+    """Put shuffled pieces (P, F, ...) back in time order: piece i goes to slot positions[i]. Returns (P*F, ...)."""
+    positions = np.asarray(positions)
+    p = len(pieces)
+    if sorted(positions.tolist()) != list(range(p)):
+        raise ValueError(f"positions must be a permutation of 0..{p - 1}, got {positions.tolist()}")
+    out = np.empty_like(pieces)
+    out[positions] = pieces
+    return out.reshape(-1, *pieces.shape[2:])                  # p f ... -> (p f) ...
+
 
 # ----------------------------------------------------------------------------
 # Images

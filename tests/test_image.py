@@ -16,7 +16,8 @@ from dit import DiT, DiTConfig
 from jpdvt import given_codes, puzzle_loss
 from plumbing.checkpoint import TRAIN_KEYS, Config, load_checkpoint, save_checkpoint
 from plumbing.cli import UserError, parse_grid
-from puzzles import SPLITS, ImageConfig, ImagePuzzles, assemble, collate, cut_image, shuffle_pieces
+from puzzles import SPLITS, ImageConfig, ImagePuzzles, collate, cut_image, shuffle_pieces
+from solving.pictures import assemble
 from sources.synthetic import shapes_image
 from train import TrainConfig
 from train_image import model_config
@@ -108,7 +109,7 @@ def test_dit_shapes_zero_init_and_equivariance():
     b, n = 2, 6
     code, content = torch.randn(b, n, 32), torch.randn(b, n, 3, 8, 8)
     t, missing = torch.tensor([3, 900]), torch.zeros(b, n, dtype=torch.bool)
-    p, c = model(code, content, t, missing)
+    p, c = model(code, content, t, missing, torch.zeros_like(missing))
     assert p.shape == (b, n, 32) and c.shape == (b, n, 3, 8, 8)
     assert p.abs().max() == 0 and c.abs().max() == 0                  # adaLN-Zero start
     for prm in model.parameters():                                    # perturb so outputs are non-trivial
@@ -119,7 +120,8 @@ def test_dit_shapes_zero_init_and_equivariance():
     perm = torch.randperm(n)
     p2, c2 = model(code[:, perm], content[:, perm], t, missing[:, perm], anchor[:, perm])
     assert torch.allclose(p2, p[:, perm], atol=1e-5) and torch.allclose(c2, c[:, perm], atol=1e-5)
-    assert not torch.allclose(model(code, content, t, missing)[0], p, atol=1e-5)   # the anchor flag is seen
+    free = torch.zeros_like(missing)                                     # no code told
+    assert not torch.allclose(model(code, content, t, missing, free)[0], p, atol=1e-5)   # the anchor flag is seen
 
 
 def test_patch_size_default_and_check():

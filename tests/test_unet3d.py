@@ -65,7 +65,7 @@ def test_permutation_equivariance_over_pieces():
     with torch.no_grad():
         p1, c1 = model(code, content, t, missing, anchor)
         p2, c2 = model(code[:, perm], content[:, perm], t, missing[:, perm], anchor[:, perm])
-        p0, _ = model(code, content, t, missing)                     # no anchor: a different conditioning
+        p0, _ = model(code, content, t, missing, torch.zeros_like(missing))   # no anchor: a different conditioning
     assert p1.abs().max() > 1e-3 and c1.abs().max() > 1e-3          # outputs are not trivially zero
     assert torch.allclose(p1[:, perm], p2, atol=1e-4)
     assert torch.allclose(c1[:, perm], c2, atol=1e-4)
@@ -108,7 +108,7 @@ def test_bad_inputs_raise():
     model = UNet3D(TINY)
     code, content, t, missing = make_inputs(h=20, w=32)
     with pytest.raises(ValueError, match="divisible by 16"):
-        model(code, content, t, missing)
+        model(code, content, t, missing, torch.zeros_like(missing))
     code, content, t, missing = make_inputs(f=3)
     with pytest.raises(ValueError, match="4 frames"):
-        model(code, content, t, missing)
+        model(code, content, t, missing, torch.zeros_like(missing))

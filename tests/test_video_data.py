@@ -6,8 +6,8 @@ import pytest
 from PIL import Image
 
 from plumbing.cli import UserError
-from puzzles import make_video_puzzle, unshuffle_video
-from solving.pictures import write_gif
+from puzzles import make_video_puzzle
+from solving.pictures import unshuffle_video, write_gif
 from sources.files import list_videos, read_video
 from sources.mnist import load_movingmnist
 from sources.synthetic import draw_digit_glyphs, moving_digits
