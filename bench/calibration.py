@@ -21,11 +21,6 @@ def without(flags, name):
     return flags[:i] + flags[i + 2:]
 
 
-def passes_of(flags):
-    """The --repeats of sample.py flags (1 without)."""
-    return int(flags[flags.index("--repeats") + 1]) if "--repeats" in flags else 1
-
-
 def confidence(out_root, only, sweep):
     """Fit each shipped checkpoint's confidence on val (its README command's settings, --calibrate writes the tables
     into the checkpoint; VAL_PASSES: more passes), then score the test split with the same settings: reliability and

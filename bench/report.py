@@ -73,10 +73,6 @@ def values(m):
     return shown | {f"{part} ECE": f"{e:.3f}" for part, e in ece.items()}
 
 
-def fmt(m):
-    return ", ".join(f"{k} {v}" for k, v in values(m).items())
-
-
 # group -> (title, the command that reproduces its rows; None: each row's own command, hand-run rows)
 GROUPS = {
     "recipes": ("Recipes (train + score)",
