@@ -22,9 +22,9 @@ Read this file after posenc.py and diffusion.py; the networks are in dit.py and 
   entries in the batch).
 - solve (inference): sample the codes (and missing content), then give each piece the true position whose code
   is nearest to its predicted one (a one-to-one assignment: Hungarian, or greedy as the paper's text describes it;
-  metrics.py). A piece whose code is told keeps its cell. A missing piece takes part like the others: the cell its
-  generated code gets is where its generated content goes, and it can take a real piece's cell (the displaced real
-  piece then counts as wrong).
+  metrics.py). A piece whose code is told keeps its cell. A missing piece takes part like the others, as in the
+  paper, which generates the positions of given and missing pieces alike: the cell its generated code gets is where
+  its generated content goes, and it can take a real piece's cell (the displaced real piece then counts as wrong).
 - Temporal super-resolution (a video use of the same solve, the supplement's): the code of every given piece is
   told, and only the missing pieces between them are generated.
 - Images / Videos (kind_of(config)): the table of true codes, the network, the puzzle stream and the scores of each.
@@ -173,7 +173,8 @@ class Images:
         return ImagePuzzles(self.p, split, seed)
 
     def score(self, positions, batch):
-        """Piece and puzzle accuracy of predicted positions (B, N) over the pieces the model had to place."""
+        """Piece and puzzle accuracy of predicted positions (B, N) over the pieces the model had to place (metrics.json
+        says so: sample.REPORT's "counted")."""
         true_pos, missing = batch["true_pos"].cpu().numpy(), batch["missing"].cpu().numpy()
         placed = ~missing & ~given_codes(batch, self.anchored).cpu().numpy()      # not the anchored piece
         return {"piece_acc": piece_accuracy(positions, true_pos, placed),
@@ -198,7 +199,7 @@ class Videos:
 
     def score(self, positions, batch):
         """Kendall distance and exact order of predicted slots (B, N), strict and with generated pieces as a set, and
-        the authors' reversible Kendall distance."""
+        the authors' reversible Kendall distance (metrics.json says what each counts: sample.REPORT's "counted")."""
         true_pos, missing = batch["true_pos"].cpu().numpy(), batch["missing"].cpu().numpy()
         as_set = relabel_generated(positions, true_pos, missing)
         return {"kendall": float(np.mean(kendall_distance(positions, true_pos))),
@@ -218,7 +219,7 @@ def kind_of(config):
 
 
 # ----------------------------------------------------------------------------
-# The user's door: a trained checkpoint
+# The user's entry point: a trained checkpoint
 # ----------------------------------------------------------------------------
 
 def load(path, device="auto"):

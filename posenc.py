@@ -6,6 +6,7 @@ Paper: "Positional Encoding" (Sec. 3.2 of the paper):
     gamma(l, 2i)   = sin(l / 1000^(2i/16))
     gamma(l, 2i+1) = cos(l / 1000^(2i/16))          i = 0 .. 7: a 16-d code
 
+The base is the paper's 1000 (a transformer's is usually 10000).
 Videos use the 1D code (16-d) of a piece's index in time; images use the 2D code (32-d)
 gamma_2D(x, y) = [gamma_1D(x), gamma_1D(y)]: first half the column (x), second half the row (y).
 All values lie in [-1, 1], the range the diffusion model works in.

@@ -232,6 +232,7 @@ class VideoPuzzles(torch.utils.data.Dataset):
         clip = self.clips.clip(int(i), rng)
         pieces = self.pieces_at(int(i))
         k = int(rng.integers(0, self.cfg.missing + 1)) if self.train else self.cfg.missing
-        k = min(k, pieces - 2)                 # a curriculum's short puzzle keeps a piece to place beside the anchor
+        k = min(k, pieces - 2)      # a curriculum's short puzzle keeps a piece to place beside the anchor (otherwise
+        # a no-op: check_puzzle bounds --missing)
         start = None if self.train else (len(clip) - self.span) // 2
         return video_item(make_video_puzzle(clip, pieces, self.cfg.frames_per_piece, rng=rng, missing=k, start=start))

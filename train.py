@@ -51,7 +51,7 @@ class TrainConfig:
     schedule: str = "constant"               # learning rate: constant (the paper states none) or cosine from step 0 to
                                              # 0 at max_steps, either times the warm-up ramp
     max_steps: int = 2000                    # total training steps
-    ema_decay: float = 0.999                 # EMA of the weights used for sampling (lower in the first steps)
+    ema_decay: float = 0.999                 # EMA of the weights used for sampling: its largest decay (the loop)
     weight_code: float = 1.0                 # loss weight of the positional codes
     weight_content: float = 0.1              # loss weight of missing pieces' content (a mean over the missing
                                              # entries of the batch, whatever their number)
@@ -113,8 +113,8 @@ def train(config, train_set, eval_batch, ckpt=None, encode=None, notes=()):
             with no_sync(net, last=i == len(parts) - 1), autocast(device, tc.precision):
                 out = puzzle_loss(net, diffusion, part["batch"], table=table, given=part["given"], weights=weights,
                                   t=part["t"], noise=part["noise"])
-                # each part's loss is a mean over its generated entries: weighted by this micro-batch's share of
-                # the batch's entries, the micro-batches' losses add up to the whole batch's loss
+                # out[k]: this micro-batch's mean over its generated entries of part k (code, content); share[k]:
+                # its fraction of the batch's generated entries of k. Summed over micro-batches: the batch's mean
                 shares = {k: out[k] * share[k] for k in share}
                 loss = sum(weights[k] * v for k, v in shares.items())
             scaler.scale(loss).backward()
@@ -125,8 +125,9 @@ def train(config, train_set, eval_batch, ckpt=None, encode=None, notes=()):
         scaler.step(opt)                              # optimizer.step(), through the fp16 scaler
         scaler.update()
         step += 1
-        ema_update(ema, model, min(tc.ema_decay, (1 + step) / (10 + step)))   # a lower decay early on: the EMA
-        # leaves the random initial weights quickly
+        # the decay grows as (1 + step) / (10 + step) up to ema_decay (0.999 from step 8990 on), so that the EMA
+        # soon leaves the random initial weights; runs shorter than that never reach ema_decay
+        ema_update(ema, model, min(tc.ema_decay, (1 + step) / (10 + step)))
         log.step(step, losses)                        # kept on the device: no sync here
         evaluate = tc.eval_every and step % tc.eval_every == 0 and step < tc.max_steps
         save = step % tc.ckpt_every == 0 or step == tc.max_steps

@@ -33,8 +33,9 @@ from sources.videos import FOLDER_VIDEOS, VIDEO_DATASETS
 from train import TrainConfig, train
 from unet3d import CONFIGS
 
-# frame side when --size is left out: Moving MNIST's own 64 px (the shipped models use --size 32); clevrer, ucf101,
-# qst with the paper's settings and --vae: 256 px frames, diffused as 32 x 32 latents (configs/paper.py)
+# frame side when --size is left out: built-in digits 32, other datasets 64 (the shipped Moving MNIST models use
+# --size 32). The paper's settings override it: Moving MNIST 64, clevrer, ucf101 and qst 256 px frames, diffused as
+# 32 x 32 latents with --vae (configs/paper.py)
 DATASET_SIZES = {"digits": 32, "movingmnist": 64, "videos": 64, "clevrer": 64, "ucf101": 64, "qst": 64}
 DEFAULTS = TrainConfig(batch_size=16, lr=1e-3, max_steps=300, ckpt_every=100, eval_every=100, eval_puzzles=32,
                        weight_code=0.2, weight_content=0.8)

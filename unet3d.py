@@ -29,7 +29,7 @@ like the paper's latent models (the paper config works on 32x32x4 latents with p
     model = UNet3D(CONFIGS["tiny"])
     code_out, content_out = model(code, content, t, missing, given)
     # code (B, N, 16), content (B, N, F, C, H, W), t (B,) long, missing, given (B, N) bool (given: the pieces
-    # whose code is told, the anchor; may be None)
+    # whose code is told, the anchor)
     #  -> (B, N, 16), (B, N, F, C, H, W): eps or x0, whichever the diffusion is trained to predict
 """
 from dataclasses import dataclass, replace
@@ -292,8 +292,8 @@ class UNet3D(nn.Module):
         content_out = F.pixel_shuffle(self.content_out(x), cfg.patch_size)  # (b l) (c p p) h w -> (b l) c (h p) (w p)
         content_out = content_out.reshape(b, n, f, c, h, w)                     # (b n f) c h w -> b n f c h w
 
-        # (b n f) c h w -> b n f (c l l): the layout of every frame's features and its pooled input pixels (clean for
-        # pieces with content, the current noisy x_t of missing ones)
+        # (b n f) c h w -> b n f (c l l): the layout of every frame's features and its pooled input pixels or latents
+        # (clean for pieces with content, the current noisy x_t of missing ones)
         layout = F.adaptive_avg_pool2d(self.code_reduce(x), cfg.layout_pool).reshape(b, n, f, -1)
         pixels = F.adaptive_avg_pool2d(content.reshape(b * frames, c, h, w), cfg.pixel_pool).reshape(b, n, f, -1)
         ends = torch.cat([layout[:, :, 0], pixels[:, :, 0], layout[:, :, -1], pixels[:, :, -1], code.to(x.dtype)],

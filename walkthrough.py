@@ -44,8 +44,8 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
     show("missing", batch["missing"], f"(B, N): content missing, to generate {batch['missing'][0].int().tolist()}")
     given = given_codes(batch, kind.anchored)
     anchor_cell = batch["true_pos"][0, 0].item()
-    show("given", given, f"(B, N): code told, the anchor (piece 0, at cell {anchor_cell}; an anchor's cell is random) "
-                         f"{given[0].int().tolist()}")
+    show("given", given, f"(B, N): code told, the anchor (piece 0, at cell {anchor_cell}; an image anchor's cell is "
+                         f"random) {given[0].int().tolist()}")
 
     print("2. The codes the model generates (posenc.py): a 2D sinusoidal code per grid cell")
     table = kind.table()
@@ -67,7 +67,7 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
     show("content_t", ct, "(B, N, C, P, P): the missing piece's pixels noised the same way, the rest clean")
     with torch.no_grad():
         pred, _ = model(xt, ct, t, batch["missing"], given)
-        torch.manual_seed(0)                                    # the same t and noise: the code part is this MSE
+        torch.manual_seed(0)            # the same noise in the same order (diffusion.draw): the code part is this MSE
         weights = {"code": config.train["weight_code"], "content": config.train["weight_content"]}   # as trained
         loss = puzzle_loss(model, diffusion, batch, table=table, given=given, weights=weights, t=t)
     mse = ((pred - x0) ** 2)[~given].mean()

@@ -137,8 +137,8 @@ def add_train_flags(p, defaults):
     p.add_argument("--schedule", choices=SCHEDULES, help=f"learning-rate schedule (default {d.schedule})")
     p.add_argument("--max-steps", type=positive, help=f"total training steps (default {d.max_steps})")
     p.add_argument("--ema-decay", action=Removed,
-                   instead=f"the EMA of the weights used for sampling decays at {d.ema_decay}, as in every recipe; "
-                           "drop the flag")
+                   instead=f"in every recipe the EMA of the weights used for sampling decays at (1 + step) / (10 + "
+                           f"step), at most {d.ema_decay}; drop the flag")
     p.add_argument("--weight-code", type=loss_weight, help=f"loss weight of the positional codes (default "
                                                            f"{d.weight_code})")
     p.add_argument("--weight-content", type=loss_weight,

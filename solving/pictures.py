@@ -1,6 +1,7 @@
 """
 Pictures of puzzles, for people who would rather look than read: PNG grids of image puzzles and animated GIFs
-of video puzzles (written by sample.py).
+of video puzzles (written by sample.py), and the pieces put back in place for them (`assemble` a grid of pieces,
+`unshuffle_video` a clip's pieces in time order; a solved bag's picture too, solving/bag.py).
 
 - Image rows: shuffled input (missing pieces grey) | solved | solved and inpainted | ground truth (the paper's
   JPDVT-S and JPDVT-SI columns).

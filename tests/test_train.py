@@ -256,4 +256,5 @@ def test_removed_ema_decay_flag_says_what_to_do_instead(capsys):
     with pytest.raises(SystemExit):
         train_image.get_parser().parse_args(["--ema-decay", "0.99"])
     err = capsys.readouterr().err
-    assert "--ema-decay was removed: the EMA of the weights used for sampling decays at 0.999" in err
+    assert "--ema-decay was removed: in every recipe the EMA of the weights used for sampling decays at" in err
+    assert "at most 0.999; drop the flag" in err
