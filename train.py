@@ -140,10 +140,9 @@ def train(config, train_set, eval_batch, ckpt=None, encode=None, notes=()):
             save_checkpoint(log.ckpt, state(config, model, ema, opt=opt, scaler=scaler, step=step, data=data))
     log.bar.close()
     if log.master:
-        metrics, line = held_out_check(ema, diffusion, eval_batch, config=config, device=device)
-        log.write(f"final step {step} {line}")
-        print(f"held-out ({len(eval_batch['true_pos'])} val puzzles, DDIM-{tc.eval_steps}): "
-              + ", ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
+        line = held_out_check(ema, diffusion, eval_batch, config=config, device=device)[1]
+        log.write(f"final step {step} {line} (held out: {len(eval_batch['true_pos'])} val puzzles, "
+                  f"DDIM-{tc.eval_steps})")
     log.close(world)                                   # the last step's checkpoint was written in the loop
 
 

@@ -56,8 +56,9 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
 
     print("3. Training (jpdvt.puzzle_loss): noise what is generated at a step t, predict it back from the rest")
     show("code mask", ~given, f"(B, N): codes noised and in the loss (not the anchor's) {(~given)[0].int().tolist()}")
-    show("content mask", batch["missing"], "(B, N): pixels noised and in the loss: the missing piece's only")
-    t = torch.tensor([300])
+    show("content mask", batch["missing"], "(B, N): pixels noised and in the loss: the missing piece's only "
+                                           f"{batch['missing'][0].int().tolist()}")
+    t = torch.tensor([300])                                     # one step here; training draws one per puzzle
     torch.manual_seed(0)                                        # the noise of x_t, drawn again by puzzle_loss below
     noise = {"code": torch.randn_like(x0), "content": torch.randn_like(batch["content"])}
     xt = torch.where(given[..., None], x0, diffusion.q_sample(x0, t, noise["code"]))      # the anchor's stays clean
@@ -98,10 +99,12 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
     assert (again[0] == positions).all()                        # solve() is exactly step 4's lines
     metrics = kind.score(positions[None], batch)
     placed = int((~batch["missing"] & ~given).sum())
-    for i in batch["missing"][0].nonzero().flatten().tolist():       # a generated piece can take a real one's cell
-        if positions[i] != batch["true_pos"][0, i]:
-            print(f"  the missing piece {i} (from cell {batch['true_pos'][0, i].item()}) was given cell "
-                  f"{positions[i]}: its generated code is a guess, and it can take a real piece's cell")
+    wrong = (positions != batch["true_pos"][0].numpy()).nonzero()[0].tolist()     # every piece off its cell
+    for i in sorted(wrong, key=lambda i: not batch["missing"][0, i]):             # the missing piece first
+        gone = bool(batch["missing"][0, i])
+        why = ": its generated code is a guess, and it can take a real piece's cell" if gone else ""
+        print(f"  {'the missing piece' if gone else 'piece'} {i} (from cell {batch['true_pos'][0, i].item()}) was "
+              f"given cell {positions[i]}{why}")
     print(f"5. Scoring (jpdvt.Images.score): of the {placed} pieces placed (not the anchor, not the "
           f"{int(batch['missing'].sum())} missing), "
           f"{metrics['piece_acc']:.0%} in place, puzzle {'solved' if metrics['puzzle_acc'] == 1 else 'not solved'}")

@@ -40,7 +40,7 @@ def checks(log):
     for line in open(log):
         m = re.match(r"(?:eval|final) step (\d+) (.*)", line)
         if m:
-            words = m.group(2).split()
+            words = m.group(2).split(" (")[0].split()          # the final line ends with what was held out
             out[int(m.group(1))] = {k: float(v) for k, v in zip(words[::2], words[1::2])}
     return sorted(out.items())
 
