@@ -134,13 +134,13 @@ def train(config, train_set, eval_batch, ckpt=None, encode=None, notes=()):
         if evaluate or save or step % log.every == 0:  # the same steps on every rank
             log.read(step, lr)                         # one sync: every rank stops here if any loss was not finite
         if log.master and evaluate:
-            line = held_out_check(ema, diffusion, eval_batch, config=config, device=device)[1]
+            line = held_out_check(ema, diffusion, eval_batch, config=config, device=device)
             log.write(f"eval step {step} {line}")
         if log.master and save:
             save_checkpoint(log.ckpt, state(config, model, ema, opt=opt, scaler=scaler, step=step, data=data))
     log.bar.close()
     if log.master:
-        line = held_out_check(ema, diffusion, eval_batch, config=config, device=device)[1]
+        line = held_out_check(ema, diffusion, eval_batch, config=config, device=device)
         log.write(f"final step {step} {line} (held out: {len(eval_batch['true_pos'])} val puzzles, "
                   f"DDIM-{tc.eval_steps})")
     log.close(world)                                   # the last step's checkpoint was written in the loop
@@ -160,16 +160,15 @@ def build(config, device, ckpt):
 
 
 def held_out_check(ema, diffusion, batch, config, device):
-    """The EMA model on the held-out batch: DDIM (deterministic, so that successive checks compare), noise seed 0, in
-    the training's precision."""
+    """The EMA model's scores on the held-out batch, as one line: DDIM (deterministic, so that successive checks
+    compare), noise seed 0, in the training's precision."""
     noise = torch.Generator(device).manual_seed(0)
     opts = SampleOptions(steps=config.train.eval_steps, sampler="ddim", generator=noise)
     kind = jpdvt.kind_of(config)
     with autocast(device, config.train.precision):
         positions, _ = solve(ema, diffusion, batch, table=kind.table().to(device), opts=opts,
                              given=given_codes(batch, kind.anchored), latent=kind.vae is not None)
-    metrics = kind.score(positions, batch)
-    return metrics, " ".join(f"{k} {v:.4f}" for k, v in metrics.items())
+    return " ".join(f"{k} {v:.4f}" for k, v in kind.score(positions, batch).items())
 
 
 def state(config, model, ema, opt, scaler, step, data):

@@ -102,7 +102,9 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
     wrong = (positions != batch["true_pos"][0].numpy()).nonzero()[0].tolist()     # every piece off its cell
     for i in sorted(wrong, key=lambda i: not batch["missing"][0, i]):             # the missing piece first
         gone = bool(batch["missing"][0, i])
-        why = ": its generated code is a guess, and it can take a real piece's cell" if gone else ""
+        took = positions[i] in batch["true_pos"][0][batch["missing"][0]].tolist()      # the missing piece's cell
+        why = (": its generated code is a guess, and it can take a real piece's cell" if gone else
+               ", the missing piece's cell" if took else "")
         print(f"  {'the missing piece' if gone else 'piece'} {i} (from cell {batch['true_pos'][0, i].item()}) was "
               f"given cell {positions[i]}{why}")
     print(f"5. Scoring (jpdvt.Images.score): of the {placed} pieces placed (not the anchor, not the "
