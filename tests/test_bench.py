@@ -18,8 +18,11 @@ PARSERS = {"train_image.py": train_image.get_parser, "train_video.py": train_vid
 
 
 def script_args(command):
-    """'OMP_NUM_THREADS=1 python sample.py --ckpt x' -> ('sample.py', ['--ckpt', 'x']); None for `python -m`."""
+    """'OMP_NUM_THREADS=1 python sample.py --ckpt x' -> ('sample.py', ['--ckpt', 'x']); None for `python -m` and for
+    commands that run no Python script (a clone's size)."""
     tokens = shlex.split(command)
+    if "python" not in tokens:
+        return None
     tokens = tokens[tokens.index("python") + 1:]
     return None if tokens[0] == "-m" else (tokens[0], tokens[1:])
 

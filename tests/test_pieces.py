@@ -49,7 +49,9 @@ def test_a_photo_cut_into_files_is_solved(tmp_path):
     truth = cut_into_files(tmp_path / "pieces")
     report = sample_run("--ckpt", PHOTOS_CKPT, "--pieces", tmp_path / "pieces", "--out", tmp_path / "out")
     assert {n: (p["row"], p["col"]) for n, p in report["pieces"].items()} == truth
-    assert json.loads((tmp_path / "out" / "arrangement.json").read_text())["pieces"] == report["pieces"]
+    written = json.loads((tmp_path / "out" / "arrangement.json").read_text())
+    assert written["pieces"] == report["pieces"]
+    assert not {"not_a_puzzle", "seam_ratio", "ink_spread"} & set(written)      # the removed check's keys are gone
     side = int(np.median([Image.open(tmp_path / "pieces" / n).size[0] for n in truth]))   # the pieces' own size
     assert Image.open(tmp_path / "out" / "solved.png").size == (3 * side + 4, 3 * side + 4)   # 2 px borders
 
