@@ -50,7 +50,7 @@ KEYS = ["piece_acc", "puzzle_acc", "kendall", "exact", "kendall_set", "exact_set
         "loss_first", "loss_last", "real_gated", "mixed_at_most_0.05", "noise_at_most_0.05", "auroc_mixed",
         "auroc_noise", "auroc_seam_mixed", "auroc_seam_noise", "auroc_ink_mixed", "auroc_ink_noise",
         "mean_puzzle_confidence", "puzzle_above_weakest_piece",
-        "mixed_mean_confidence", "noise_mean_confidence", "git_MiB", "checkpoints_MiB"]
+        "mixed_mean_confidence", "noise_mean_confidence", "git_MiB", "checkpoints_MiB", "params_M_min", "params_M_max"]
 
 
 def seconds(x):

@@ -70,6 +70,8 @@ def start_run(args, defaults, kind, make_config):
         config, line = make_config(args)
         config.run = run_config(args)
         return config, None, [line]
+    if args.init:
+        raise UserError("--init starts a new run from a checkpoint's weights and --resume continues a run; give one")
     ckpt = load_checkpoint(args.resume, kind)
     if ckpt["removed"]:
         gone = ", ".join(f"{k} {v}" for k, v in ckpt["removed"].items())

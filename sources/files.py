@@ -13,8 +13,8 @@ read through it; `python train_image.py --dataset folder --data-dir DIR` is the 
   frame images, decoded with imageio, every `frame_stride`-th frame kept (the paper's temporal downsampling).
 - Splits (`split_files`): train, val (training's held-out check, model selection) and test (scored once), which
   never share a file: test/ (else val/) is the test split; val/ is the val split when test/ exists too, else a
-  fixed ~10% of train/ chosen by a hash of the file name; without a test folder a fixed ~5% of train/ (or of a
-  flat folder) is the test split.
+  fixed ~10% of train/ chosen by a hash of the file name (imagenet: 2/256, HELD_OUT); without a test folder a fixed
+  ~5% of train/ (or of a flat folder) is the test split.
 
     files = split_files("photos", "train", "folder", list_images, "images", IMAGE_EXTS)
     img = fit_image(Image.open(files[0]), 48, 48)                           # (48, 48, 3) in [0, 1]
@@ -127,7 +127,8 @@ def split_files(data_dir, split, dataset, lister, what, exts):
     - test: test/ (else val/ or validation/); without such a folder, the hashed 5% of train/ (or of a flat folder;
       jpwleg3: the paper's shares, HELD_OUT).
     - val: val/ (or validation/) when the folder also has test/; otherwise the hashed 10% of train/ (or of a flat
-      folder) next to the test band, so training's held-out check never reads the test split.
+      folder; imagenet 2/256, HELD_OUT) next to the test band, so training's held-out check never reads the test
+      split.
     - train: train/ (or the flat folder) without the bands held out above.
     `what` and `exts` are for the messages.
     """
@@ -153,7 +154,7 @@ def split_files(data_dir, split, dataset, lister, what, exts):
         files = [f for f in lister(root) if (band := hashed_split(f, root, fractions)) == split
                  or split == "train" and band not in held_out]
     if not files and split != "train" and lister(train_dir if has_train else data_dir):
-        fix = (f"add more training {what} (the val split is a hashed 10% of train/, since {evals[0]}/ is the test "
+        fix = (f"add more training {what} (the val split is a hashed share of train/, since {evals[0]}/ is the test "
                f"split), or a test/ folder beside {evals[0]}/ to make {evals[0]}/ the val split") \
             if split == "val" and evals else f"add a {split}/ subfolder with a few {what}"
         raise UserError(f"--data-dir {data_dir} has too few {what} for its automatic {split} split (none fell in "

@@ -18,13 +18,13 @@ PARSERS = {"train_image.py": train_image.get_parser, "train_video.py": train_vid
 
 
 def script_args(command):
-    """'OMP_NUM_THREADS=1 python sample.py --ckpt x' -> ('sample.py', ['--ckpt', 'x']); None for `python -m` and for
-    commands that run no Python script (a clone's size)."""
+    """'OMP_NUM_THREADS=1 python sample.py --ckpt x' (or torchrun ... sample.py ...) -> ('sample.py', ['--ckpt', 'x']);
+    None for a command that runs no .py file (`python -m`, `python -c`, a clone's size)."""
     tokens = shlex.split(command)
-    if "python" not in tokens:
+    if "python" in tokens and tokens[tokens.index("python") + 1] in ("-m", "-c"):
         return None
-    tokens = tokens[tokens.index("python") + 1:]
-    return None if tokens[0] == "-m" else (tokens[0], tokens[1:])
+    scripts = [i for i, t in enumerate(tokens) if t.endswith(".py")]
+    return (tokens[scripts[0]], tokens[scripts[0] + 1:]) if scripts else None
 
 
 def recorded_commands():

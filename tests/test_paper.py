@@ -338,6 +338,8 @@ def test_resume_refuses_paper_and_loads_no_empty_scaler(tmp_path):
                     "--workers", "0", "--out", tmp_path)
     with pytest.raises(UserError, match="--paper shapes a fresh run and cannot be given with --resume"):
         train_image_run("--resume", tmp_path / "ckpt.pt", "--no-paper")
+    with pytest.raises(UserError, match="--init starts a new run .* give one"):
+        train_image_run("--resume", tmp_path / "ckpt.pt", "--init", tmp_path / "ckpt.pt")
     ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=True)
     assert ckpt["scaler"] == {}                              # fp32: the scaler was off
     config = load_checkpoint(tmp_path / "ckpt.pt")["config"]

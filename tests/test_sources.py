@@ -123,6 +123,6 @@ def test_an_imagenet_layout_with_too_few_training_images_names_the_real_fix(tmp_
     for split in ("train", "val"):
         (tmp_path / split / "n0").mkdir(parents=True)
         Image.new("RGB", (8, 8)).save(tmp_path / split / "n0" / "a.png")
-    with pytest.raises(UserError, match=r"add more training images \(the val split is a hashed 10% of train/, since "
+    with pytest.raises(UserError, match=r"add more training images \(the val split is a hashed share of train/, since "
                                         r"val/ is the test split\), or a test/ folder beside val/"):
         split_files(str(tmp_path), "val", "imagenet", list_images, "images", IMAGE_EXTS)
