@@ -20,11 +20,12 @@ Read this file after posenc.py and diffusion.py; the networks are in dit.py and 
 
 - puzzle_loss (training): per-part weighted MSE over the generated entries (each part's mean over its generated
   entries in the batch).
-- solve (inference): sample the codes (and missing content), then give each piece the true position whose code
-  is nearest to its predicted one (a one-to-one assignment: Hungarian, or greedy as the paper's text describes it;
-  metrics.py). A piece whose code is told keeps its cell. A missing piece takes part like the others, as in the
-  paper, which generates the positions of given and missing pieces alike: the cell its generated code gets is where
-  its generated content goes, and it can take a real piece's cell (the displaced real piece then counts as wrong).
+- solve (inference): sample the codes (and missing content), then match the pieces to the true positions one to one by
+  code distance: Hungarian, the least total distance, or greedy, each piece in turn the nearest free position, as the
+  paper's text describes it (metrics.py). A piece whose code is told keeps its cell. A missing piece takes part like
+  the others, as in the paper, which generates the positions of given and missing pieces alike: the cell its generated
+  code gets is where its generated content goes, and it can take a real piece's cell (the displaced real piece then
+  counts as wrong).
 - Temporal super-resolution (a video use of the same solve, the supplement's): the code of every given piece is
   told, and only the missing pieces between them are generated.
 - Images / Videos (kind_of(config)): the table of true codes, the network, the puzzle stream and the scores of each.

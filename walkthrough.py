@@ -99,14 +99,14 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
     assert (again[0] == positions).all()                        # solve() is exactly step 4's lines
     metrics = kind.score(positions[None], batch)
     placed = int((~batch["missing"] & ~given).sum())
-    wrong = (positions != batch["true_pos"][0].numpy()).nonzero()[0].tolist()     # every piece off its cell
-    for i in sorted(wrong, key=lambda i: not batch["missing"][0, i]):             # the missing piece first
-        gone = bool(batch["missing"][0, i])
-        took = positions[i] in batch["true_pos"][0][batch["missing"][0]].tolist()      # the missing piece's cell
-        why = (": its generated code is a guess, and it can take a real piece's cell" if gone else
-               ", the missing piece's cell" if took else "")
-        print(f"  {'the missing piece' if gone else 'piece'} {i} (from cell {batch['true_pos'][0, i].item()}) was "
-              f"given cell {positions[i]}{why}")
+    truth, gone = batch["true_pos"][0].tolist(), batch["missing"][0].tolist()
+    missing_cells = {cell for cell, g in zip(truth, gone) if g}
+    wrong = [i for i, cell in enumerate(truth) if positions[i] != cell]        # every piece off its cell
+    for i in sorted(wrong, key=lambda i: not gone[i]):                          # the missing piece first
+        why = (": its generated code is a guess, and it can take a real piece's cell" if gone[i] else
+               ", the missing piece's cell" if positions[i] in missing_cells else "")
+        print(f"  {'the missing piece' if gone[i] else 'piece'} {i} (from cell {truth[i]}) was given cell "
+              f"{positions[i]}{why}")
     print(f"5. Scoring (jpdvt.Images.score): of the {placed} pieces placed (not the anchor, not the "
           f"{int(batch['missing'].sum())} missing), "
           f"{metrics['piece_acc']:.0%} in place, puzzle {'solved' if metrics['puzzle_acc'] == 1 else 'not solved'}")
