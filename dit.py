@@ -129,10 +129,6 @@ class DiT(nn.Module):
     def __init__(self, config):
         super().__init__()
         cfg = self.config = config
-        if cfg.piece_size % cfg.patch_size:
-            raise ValueError(f"piece size {cfg.piece_size} must be a multiple of the patch size {cfg.patch_size}")
-        if cfg.hidden % cfg.heads:
-            raise ValueError(f"hidden size {cfg.hidden} must be divisible by {cfg.heads} heads")
         p, d = cfg.patch_size, cfg.hidden
         self.tokens_per_side = cfg.piece_size // p
         self.patch_embed = nn.Linear(cfg.in_channels * p * p, d)

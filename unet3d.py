@@ -251,13 +251,6 @@ class UNet3D(nn.Module):
     def forward(self, code, content, t, missing, given):
         cfg = self.config
         b, n, f, c, h, w = content.shape
-        factor = cfg.patch_size * 2 ** (self.levels - 1)
-        if h % factor or w % factor:
-            raise ValueError(f"frame height and width must be divisible by {factor} for a {self.levels}-level "
-                             f"U-Net, got {h}x{w}")
-        if f != cfg.frames_per_piece or c != cfg.in_channels:
-            raise ValueError(f"model expects pieces of {cfg.frames_per_piece} frames with {cfg.in_channels} "
-                             f"channels, got {f} frames with {c} channels")
         frames = n * f
 
         # ---- per-frame conditioning vector

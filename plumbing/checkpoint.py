@@ -3,15 +3,9 @@ Checkpoints: one `ckpt.pt` = {config, model, ema, opt, scaler, step, data}, plai
 which files of a folder dataset it trained on, sources.files.fingerprint; None for built-in and fixed-index data),
 and the run's settings they hold. Not in the paper.
 
-- `Config`: puzzle (puzzles.ImageConfig / VideoConfig), model (dit.DiTConfig / unet3d.UNetConfig), prediction
-  (what a checkpoint needs to rebuild its model and puzzles) and the training settings (train.TrainConfig, beside
-  the loop); `run` (plumbing.flags.RunConfig): how this process runs, never stored.
-- `training_files`: the checkpoint's "data" record (which files a run trained on; a resume must keep them).
-- `save_checkpoint` writes atomically (temp file + rename), so a kill never leaves a broken file.
-- `load_checkpoint` reads with torch.load(weights_only=True), so a checkpoint can never run code, and turns its
-  config dict back into a Config (refusing, in one sentence naming the file, one that does not fit).
-Shipped checkpoints hold the EMA weights only (model, opt and scaler empty, bench/export.py): they can be sampled,
-not resumed.
+Writes are atomic and loads run no code (weights_only); a config from before a setting was added loads with its
+default (FORMAT, ADDED). Shipped checkpoints hold the EMA weights only (model, opt and scaler empty, bench/export.py):
+they can be sampled, not resumed.
 
     save_checkpoint("out/run/ckpt.pt", {"config": config.to_dict(), "model": ..., "ema": ..., "opt": ...,
                                         "scaler": ..., "step": 100})

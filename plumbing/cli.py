@@ -42,22 +42,15 @@ class Removed(argparse.Action):
         parser.error(f"{option_string} was removed: {self.instead}")
 
 
-def die(msg):
-    """Print one clear line and exit non-zero (no traceback): for user mistakes."""
-    print(f"error: {msg}", file=sys.stderr)
-    sys.exit(2)
-
-
 def run_cli(main, args):
-    """Run main(args), turning user errors (UserError, missing files) into one line and exit code 2."""
+    """Run main(args), turning user errors (UserError, missing files) and ^C into one line on stderr and exit code 2
+    (no traceback)."""
     try:
         main(args)
-    except (UserError, FileNotFoundError) as e:
+    except (UserError, FileNotFoundError, KeyboardInterrupt) as e:
         end_process_group()
-        die(str(e))
-    except KeyboardInterrupt:
-        end_process_group()
-        die("interrupted")
+        print(f"error: {'interrupted' if isinstance(e, KeyboardInterrupt) else e}", file=sys.stderr)
+        sys.exit(2)
 
 
 def end_process_group():

@@ -1,17 +1,7 @@
 """
-The flags both training scripts share, and how a run starts from them: a fresh run's settings (the scripts resolve
-them with `resolve`, below: the script's defaults, then the paper's table, then the flags) or a resumed
-checkpoint's.
-Not in the paper (the paper's own settings are the table of configs/paper.py).
-
-- `add_train_flags`: the TrainConfig flags (left out = None until resolved), --prediction, --paper, and the run's
-  own flags (--out, --resume, --init, --device, --log-every, --workers, --compile).
-- `resolve`: a fresh run's settings in one step: the script's defaults (the tiny CPU recipe at the dataset's usual
-  piece or frame size), replaced by the paper's table (configs/paper.py) where it applies, replaced by the flags
-  given; `settings_line` prints each with its source.
-- `start_run`: (config, checkpoint, the log's first lines). With --resume the checkpoint's settings are kept:
-  RESUMABLE flags that differ are taken and logged, any other flag that differs is refused in one sentence, and
-  flags that shape a fresh run only (FIXED) are refused.
+The flags both training scripts share (`add_train_flags`), and how a run starts from them (`start_run`): a fresh run's
+settings in one step (`resolve`: the script's defaults, then the paper's table, then the flags), or a resumed
+checkpoint's, where only RESUMABLE flags may differ and FIXED ones may not be given at all. Not in the paper.
 
     config, ckpt, notes = start_run(args, defaults, kind="image", make_config=make_config)
 """
@@ -106,6 +96,9 @@ def resumed(config, given, step):
         value = parse_grid(value) if name == "grid" else tuple(value) if isinstance(have, tuple) else value
         if value == have:
             continue
+        if name == "vae" and have is None:
+            raise UserError("--vae may only name where a latent run's autoencoder moved, and this checkpoint diffuses "
+                            "pixels; drop --vae, or start a new run with it")
         if name not in RESUMABLE:
             raise UserError(f"{flag} {value} differs from the checkpoint's {have}: a resumed run keeps its settings; "
                             f"drop {flag}, or start a new run from its weights with --init")

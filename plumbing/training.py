@@ -170,12 +170,11 @@ class Log:
             self.waited += time.perf_counter() - start
             yield batch
 
-    def write(self, msg, file=True):
+    def write(self, msg):
         if self.master:
             tqdm.write(msg)
-            if file:
-                self.file.write(msg + "\n")
-                self.file.flush()
+            self.file.write(msg + "\n")
+            self.file.flush()
 
     def step(self, step, losses):
         """Add this step's losses to the running sums (on the device)."""

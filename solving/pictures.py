@@ -116,18 +116,18 @@ def font(size):
         return ImageFont.load_default()
 
 
-def pieces_np(content):
-    """(N, C, P, P) in [-1, 1] -> (N, P, P, C) in [0, 1]."""
-    return ((content.float().cpu() + 1) / 2).permute(0, 2, 3, 1).numpy()
+def display_hwc(content):
+    """Pieces (N, C, P, P) or clips (N, F, C, H, W) in [-1, 1] -> numpy (N, P, P, C) or (N, F, H, W, C) in [0, 1]."""
+    return ((content.float().cpu() + 1) / 2).movedim(-3, -1).numpy()
 
 
 def image_row(batch, positions, content, grid, k):
     """One picture row of puzzle k: shuffled input | solved (S) | solved and inpainted (SI) | ground truth."""
     n = grid[0] * grid[1]
-    given = pieces_np(batch["content"][k])
+    given = display_hwc(batch["content"][k])
     missing = batch["missing"][k].cpu().numpy()
     shown = np.where(missing[:, None, None, None], 0.5, given)        # missing pieces are grey in the input
-    gen = pieces_np(content[k])
+    gen = display_hwc(content[k])
     placed = np.where(missing, -1, positions[k])
     return stack([assemble(shown, np.arange(n), grid, border=2, fill=1.0),
                   assemble(given, placed, grid, border=2, fill=1.0),
@@ -139,24 +139,19 @@ def image_row(batch, positions, content, grid, k):
 # Videos
 # ----------------------------------------------------------------------------
 
-def frames_np(content):
-    """(N, F, C, H, W) in [-1, 1] -> (N, F, H, W, C) in [0, 1]."""
-    return ((content.float().cpu() + 1) / 2).permute(0, 1, 3, 4, 2).numpy()
-
-
 def video_row(batch, positions, generated, k):
     """
     Clips of puzzle k, each (N*F, H, W, C): shuffled input (missing pieces grey) | solved (generated pieces put
     where the model placed them, marked) | ground truth; and the marks (per clip a (N*F,) bool or None).
     """
-    real = frames_np(batch["content"][k])                      # (N, F, H, W, C), missing pieces' true frames too
+    real = display_hwc(batch["content"][k])                  # (N, F, H, W, C), missing pieces' true frames too
     missing = batch["missing"][k].cpu().numpy()
     f = real.shape[1]
     gone = missing[:, None, None, None, None]
     slot_generated = np.empty_like(missing)
     slot_generated[positions[k]] = missing                     # which time slots got a generated piece
     clips = [np.where(gone, 0.5, real).reshape(-1, *real.shape[2:]),   # n f h w c -> (n f) h w c
-             unshuffle_video(np.where(gone, frames_np(generated[k]), real), positions[k]),
+             unshuffle_video(np.where(gone, display_hwc(generated[k]), real), positions[k]),
              unshuffle_video(real, batch["true_pos"][k].cpu().numpy())]
     return clips, [None, np.repeat(slot_generated, f), None]
 

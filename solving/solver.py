@@ -51,14 +51,13 @@ class Solver(Calibrated):
         self.table = self.kind.table().to(device)
 
     @classmethod
-    def load(cls, path, device="auto", opts=None):
+    def load(cls, path, device="auto"):
         """The solver of checkpoint `path` with sampling_defaults (the sampling and precision its confidence table
-        was fitted with, else sample.py's: DDPM-50, Hungarian, 1 sample, auto precision), noise seed 0; opts
-        overrides the sampling."""
+        was fitted with, else sample.py's: DDPM-50, Hungarian, 1 sample, auto precision), noise seed 0."""
         ckpt, device = load_checkpoint(path), resolve_device(device)
         sampling = sampling_defaults(ckpt)
         precision = sampling.pop("precision")
-        opts = opts or SampleOptions(generator=torch.Generator(device).manual_seed(0), **sampling)
+        opts = SampleOptions(generator=torch.Generator(device).manual_seed(0), **sampling)
         return cls(ckpt["config"], ckpt, device=device, precision=precision, opts=opts)
 
     def costs(self, batch, given=None, callback=None, grid=None, opts=None):

@@ -90,8 +90,6 @@ def read_idx(path):
 
 def find_idx(data_dir, split):
     """Path of the split's images file in data_dir, data_dir/MNIST/raw or data_dir/raw (plain or .gz), else None."""
-    if split not in NAMES:
-        raise UserError(f"MNIST split must be 'train' or 'test', not {split!r}")
     for folder in (data_dir, os.path.join(data_dir, "MNIST", "raw"), os.path.join(data_dir, "raw")):
         for name in NAMES[split]:
             for ext in ("", ".gz"):
@@ -115,7 +113,7 @@ def mnist_digits(data_dir, split):
     """The split's digits, (N, 28, 28) uint8, read-only: train = the 60k training digits, test = the 10k t10k."""
     path = find_idx(data_dir, split) if data_dir and os.path.isdir(data_dir) else None
     if path is None:
-        names = " or ".join(f"{n}[.gz]" for n in NAMES[split]) if split in NAMES else "MNIST IDX files"
+        names = " or ".join(f"{n}[.gz]" for n in NAMES[split])
         raise UserError(f"--data-dir {data_dir} holds no MNIST {split} images; put {names} there "
                         f"(or in its MNIST/raw folder)")
     digits = _load(path)

@@ -393,6 +393,18 @@ def test_resume_refuses_a_data_folder_with_other_training_files(tmp_path):
     assert load_checkpoint(ckpt)["step"] == 2 and "before" not in load_checkpoint(ckpt)["data"]
 
 
+def test_resume_refuses_an_autoencoder_for_a_pixel_run():
+    """A pixel run cannot resume on latents: --vae is refused, in one sentence (its network reads pixels)."""
+    from plumbing.checkpoint import Config
+    from plumbing.flags import resumed
+    from puzzles import VideoConfig
+    from train import TrainConfig
+    from unet3d import UNetConfig
+    config = Config(puzzle=VideoConfig(), model=UNetConfig(), train=TrainConfig())
+    with pytest.raises(UserError, match="^--vae may only name where a latent run's autoencoder moved"):
+        resumed(config, {"vae": "/models/sd-vae"}, step=1)
+
+
 def test_resume_refuses_another_autoencoder(tmp_path):
     """--vae may name where the same autoencoder moved, not another one: the latents, and so the training stream, stay
     the run's (the record is checked without loading the autoencoder, so without diffusers)."""

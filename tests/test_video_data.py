@@ -54,10 +54,6 @@ def test_make_video_puzzle_and_unshuffle():
     fixed = make_video_puzzle(frames, 5, 4, rng, start=0)
     assert fixed["pieces"][0, 0, 0, 0] == 0 and not fixed["missing"].any()
     with pytest.raises(ValueError):
-        make_video_puzzle(frames[:10], 5, 4, rng)
-    with pytest.raises(ValueError):
-        make_video_puzzle(frames, 5, 4, rng, missing=5)
-    with pytest.raises(ValueError):
         unshuffle_video(pieces, [0, 0, 1, 2, 3])
 
 
