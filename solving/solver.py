@@ -20,7 +20,7 @@ from plumbing.cli import autocast, cpu_threads, resolve_device
 from posenc import grid_table
 from solving.bag import order_clips, solve_image_bag
 from solving.confidence import Calibrated, fitted_with
-from sources.vae import load_codec
+from sources.vae import check_autoencoder, load_codec
 
 # the sampling of a checkpoint without an estimator (sampling_defaults)
 SAMPLING = {"steps": 50, "sampler": "ddpm", "samples": 1, "assign": "hungarian", "precision": "auto"}
@@ -43,6 +43,8 @@ class Solver(Calibrated):
         self.calibration = ckpt.get("calibration")                # solving.confidence.calibrate's tables, fitted on val
         self.generates = ckpt["config"].puzzle.missing > 0        # trained with missing pieces: generates them
         self.kind = kind_of(config)
+        if self.kind.vae:
+            check_autoencoder(self.kind.vae, (self.data or {}).get("vae"))
         self.codec = load_codec(self.kind.vae) if self.kind.vae else None
         self.model = self.kind.network(config.model)
         self.model.load_state_dict(ckpt["ema"])

@@ -91,3 +91,11 @@ def folder_digest(folder):
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
     return h.hexdigest()
+
+
+def check_autoencoder(folder, recorded):
+    """Refuse, in one sentence, an autoencoder folder other than the one whose latents a checkpoint learned (recorded:
+    that folder's folder_digest, None when the checkpoint predates the record): its latents would be another code."""
+    if recorded and folder_digest(folder) != recorded:
+        raise UserError(f"--vae {folder} holds another autoencoder than the one this checkpoint trained with (its "
+                        "latents are another code); pass the folder of that autoencoder")

@@ -405,6 +405,21 @@ def test_resume_refuses_an_autoencoder_for_a_pixel_run():
         resumed(config, {"vae": "/models/sd-vae"}, step=1)
 
 
+def test_sampling_refuses_another_autoencoder(tmp_path):
+    """A latent checkpoint solved with --vae naming another autoencoder than the one it trained with is refused in one
+    sentence, before the autoencoder loads (so without diffusers)."""
+    from sources.vae import folder_digest
+    for name, weights in (("vae", b"1234"), ("other", b"1235")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "diffusion_pytorch_model.safetensors").write_bytes(weights)
+    ckpt = torch.load(f"{ROOT}/checkpoints/video-digits-5x4.pt", weights_only=True)
+    ckpt["config"]["puzzle"]["vae"] = str(tmp_path / "vae")
+    ckpt["data"] = {"splits": [], "files": 0, "digest": None, "vae": folder_digest(tmp_path / "vae")}
+    torch.save(ckpt, tmp_path / "latent.pt")
+    with pytest.raises(UserError, match=r"^--vae .*other holds another autoencoder than the one this checkpoint "):
+        sample_run("--ckpt", tmp_path / "latent.pt", "--vae", tmp_path / "other", "--out", tmp_path / "s")
+
+
 def test_resume_refuses_another_autoencoder(tmp_path):
     """--vae may name where the same autoencoder moved, not another one: the latents, and so the training stream, stay
     the run's (the record is checked without loading the autoencoder, so without diffusers)."""
