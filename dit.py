@@ -134,7 +134,8 @@ class DiT(nn.Module):
         self.patch_embed = nn.Linear(cfg.in_channels * p * p, d)
         self.token_pos = nn.Parameter(torch.zeros(1, 1, self.tokens_per_side ** 2, d))  # token's place in its piece
         self.code_embed = nn.Sequential(nn.Linear(cfg.code_dim, d), nn.SiLU(), nn.Linear(d, d))  # noisy code -> token
-        self.flag_embed = nn.Embedding(4, d)                      # given/missing content x free/anchored position
+        self.flag_embed = nn.Embedding(4, d)                      # missing + 2 * anchored (an anchor is never
+        # missing, so row 3 is never used)
         self.t_embed = TimestepEmbedder(d)
         self.blocks = nn.ModuleList([DiTBlock(d, cfg.heads, cfg.mlp_dim) for _ in range(cfg.depth)])
         self.final = FinalLayer(d, cfg.in_channels * p * p, cfg.code_dim)

@@ -18,6 +18,9 @@ Read this file after posenc.py and diffusion.py; the networks are in dit.py and 
   | missing               | yes, yes, no (generated)                      | yes, yes, no        | images no, videos yes|
   | anchored (code told)  | no, no, yes (its true code)                   | no, no, yes (clean) | images no, videos yes|
 
+  Scores: an image puzzle is scored per piece, so only the pieces the model had to place count; a clip is scored
+  as one order (the Kendall distance of the paper's Table 5), so every slot counts, the first one's too.
+
 - puzzle_loss (training): per-part weighted MSE over the generated entries (each part's mean over its generated
   entries in the batch).
 - solve (inference): sample the codes (and missing content), then match the pieces to the true positions one to one by
@@ -67,7 +70,8 @@ class SampleOptions:
     steps: int = 50                # sampling steps, respaced out of T = 1000
     sampler: str = "ddpm"          # ancestral DDPM or deterministic DDIM (diffusion.SAMPLERS)
     assign: str = "hungarian"      # codes -> positions: hungarian (optimal) or greedy (paper's text; metrics.ASSIGNERS)
-    samples: int = 1               # independent samples of the codes, assigned on their mean distance
+    samples: int = 1               # independent samples of the codes, assigned on their mean distance (not in
+                                   # the paper, which samples once)
     generator: Optional[torch.Generator] = None   # the noise of the samples (None: torch's global generator)
     callback: Optional[Callable] = None           # callback(i, x, x0) after every step of the first sample
 

@@ -154,8 +154,8 @@ def kendall_distance(a, b):
 def kendall_reversible(pred, true):
     """
     The authors' video evaluation: the Kendall distance of the predicted order or of its reverse, whichever is
-    smaller (an order predicted backwards, anchor included, would score 0; with the anchor pinned first it cannot
-    be). pred, true: slots [N] or [B, N]. Reported as `kendall_rev`.
+    smaller, so a clip ordered exactly backwards scores 0. Here the anchor is pinned to the first slot, so an order
+    can never be exactly backwards. pred, true: slots [N] or [B, N]. Reported as `kendall_rev`.
     """
     pred = np.asarray(pred)
     return np.minimum(kendall_distance(pred, true), kendall_distance(pred.max(-1, keepdims=True) - pred, true))

@@ -68,7 +68,8 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
     show("content_t", ct, "(B, N, C, P, P): the missing piece's pixels noised the same way, the rest clean")
     with torch.no_grad():
         pred, _ = model(xt, ct, t, batch["missing"], given)
-        torch.manual_seed(0)            # the same noise in the same order (diffusion.draw): the code part is this MSE
+        torch.manual_seed(0)            # diffusion.draw's first draws: t (given here), then the code's noise, then
+        # the content's, as drawn above; so the code part of this loss is the MSE above
         weights = {"code": config.train["weight_code"], "content": config.train["weight_content"]}   # as trained
         loss = puzzle_loss(model, diffusion, batch, table=table, given=given, weights=weights, t=t)
     mse = ((pred - x0) ** 2)[~given].mean()
