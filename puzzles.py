@@ -46,7 +46,6 @@ class ImageConfig:
     gap: int = 0                             # erosion: extra pixels per cell around each piece
     missing: int = 0                         # missing pieces: 0..K at random in training, exactly K when scoring
     anchor: bool = False                     # the true code of the first shuffled piece is given (paper's anchoring)
-    crop_scale: Tuple[float, float] = (0.3, 1.0)  # folder, training: side of a random view, of the largest box
     mix_shapes: float = 0.0                  # folder/imagenet, training: this fraction of puzzles are built-in shapes
 
     kind: ClassVar[str] = "image"

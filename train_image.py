@@ -43,7 +43,7 @@ DATASET_DEFAULTS = {"shapes": (16, 0), "folder": (64, 0), "imagenet": (64, 0), "
 DEFAULTS = TrainConfig(batch_size=64, lr=2e-3, max_steps=3000, weight_code=1.0, weight_content=0.1)
 # every setting a flag can leave out, with the tiny CPU recipe's value (piece_size, gap: DATASET_DEFAULTS; patch_size
 # None: the largest divisor of the piece size up to the model's patch; epochs None: --max-steps counts)
-SCRIPT_DEFAULTS = {"grid": "3", "piece_size": None, "gap": None, "crop_scale": [0.3, 1.0], "mix_shapes": 0.0,
+SCRIPT_DEFAULTS = {"grid": "3", "piece_size": None, "gap": None, "mix_shapes": 0.0,
                    "missing": 0, "anchor": False, "model": "tiny",
                    "patch_size": None, "prediction": "x0",
                    "epochs": None, **asdict(DEFAULTS)}
@@ -54,17 +54,13 @@ def puzzle_config(args):
     grid = parse_grid(args.grid)
     if args.piece_size < 1 or args.gap < 0:
         raise UserError(f"--piece-size must be >= 1 and --gap >= 0, got {args.piece_size} and {args.gap}")
-    lo, hi = args.crop_scale
-    if not 0 < lo <= hi <= 1:
-        raise UserError(f"--crop-scale needs 0 < LO <= HI <= 1 (fractions of a photo's side), got {lo} {hi}")
     if not 0 <= args.mix_shapes < 1 or (args.mix_shapes and args.dataset == "shapes"):
         raise UserError(f"--mix-shapes needs 0 <= FRACTION < 1 and a photo --dataset, got {args.mix_shapes} with "
                         f"--dataset {args.dataset}")
     if args.dataset == "jpwleg3" and grid != (3, 3):
         raise UserError("--dataset jpwleg3 is a 3x3 protocol; use --grid 3")
     puzzle = ImageConfig(dataset=args.dataset, data_dir=args.data_dir, grid=grid, piece_size=args.piece_size,
-                         gap=args.gap, missing=args.missing, anchor=args.anchor, crop_scale=tuple(args.crop_scale),
-                         mix_shapes=args.mix_shapes)
+                         gap=args.gap, missing=args.missing, anchor=args.anchor, mix_shapes=args.mix_shapes)
     check_puzzle(puzzle)
     return puzzle
 
@@ -87,8 +83,6 @@ def make_config(args):
     defaults = {**SCRIPT_DEFAULTS, "piece_size": piece, "gap": gap}      # the tiny recipe, at the dataset's piece size
     sources.update(resolve(args, defaults, paper_settings(IMAGE, args.dataset, args.paper)))
     puzzle = puzzle_config(args)
-    if args.dataset != "folder":                                    # views of a photo folder only
-        del sources["crop_scale"]
     if args.epochs is not None:
         if sources["max_steps"] == "flag" and sources["epochs"] == "flag":
             raise UserError("give --epochs or --max-steps, not both")
@@ -127,10 +121,9 @@ def get_parser():
     p.add_argument("--gap", type=int,
                    help="erosion: extra pixels per cell around each piece (paper: 21 for 85 px cells, "
                         "jpwleg3 48); training crops pieces at random inside cells, testing at the centre")
-    p.add_argument("--crop-scale", type=float, nargs=2, metavar=("LO", "HI"),
-                   help="folder: every training puzzle is a fresh random view of a photo, a box whose side is LO..HI "
-                        "(default 0.3 1.0) of the largest box that fits (flipped half of the time); test puzzles use "
-                        "the whole photo")
+    p.add_argument("--crop-scale", action=Removed,
+                   instead="a photo folder's training views span 0.3 to 1.0 of the largest box, as before (0.15 and "
+                           "0.6 scored within the seed spread: bench/notes.md); drop the flag")
     p.add_argument("--mix-shapes", type=float, metavar="FRACTION",
                    help="folder/imagenet: this fraction of the training puzzles are built-in shapes instead (a "
                         "procedural prior; the test split stays the folder's; default 0)")

@@ -87,9 +87,8 @@ RECIPES = {
                                [REPEATS, ["--dataset", "shapes"]]),
     "image-photos-3x3-nomix-gap-ft": ("train_image.py", GAP_FT_NOMIX, PHOTO_MISSING_0_3),
     "image-photos-3x3-gap": ("train_image.py", PHOTO_3X3 + ["--gap", "8", "--max-steps", "16000"], PHOTO_TEST),
-    # misses (bench/notes.md): views of at least 60% of a photo's side (and, below, the learning rate halved)
-    "image-photos-3x3-gap-ft-scale0.6": ("train_image.py", GAP_FT_NOMIX + ["--crop-scale", "0.6", "1.0"],
-                                         PHOTO_MISSING_0_3),
+    # misses (bench/notes.md): the learning rate halved, below (the rows image-photos-3x3-gap-ft-scale0.6 and
+    # image-photos-3x3-mix-scale0.15 trained with --crop-scale, since removed)
     # gap puzzles only (no missing pieces while fine-tuning): does training for 1-3 missing cost the 0-missing figure?
     "image-photos-3x3-gap-ft-missing0": ("train_image.py", with_flag(GAP_FT_NOMIX, "--missing", "0"), PHOTO_TEST),
     "image-photos-3x3-gap-ft-mix": ("train_image.py", GAP_FT_NOMIX + ["--mix-shapes", "0.25"], PHOTO_MISSING_0_3),
@@ -108,8 +107,6 @@ RECIPES = {
     "image-photos-3x3-mix-val": ("train_image.py", MIXED + ["--eval-every", "2000", "--max-steps", "6000"], VAL_TEST),
     "image-photos-3x3-mix-val-seed1": ("train_image.py", MIXED + ["--seed", "1", "--eval-every", "2000", "--max-steps",
                                                                   "6000"], VAL_TEST),
-    "image-photos-3x3-mix-scale0.15": ("train_image.py", MIXED + ["--crop-scale", "0.15", "1.0", "--eval-every", "2000",
-                                                                  "--max-steps", "6000"], VAL_TEST),
     "image-photos-3x3-mix-batch128": ("train_image.py", with_flag(MIXED, "--batch-size", "128") + [
         "--eval-every", "2000", "--max-steps", "6000"], VAL_TEST),
     # the same compute as the baseline: batch 128 for half the steps (the same photos seen)

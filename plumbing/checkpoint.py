@@ -120,7 +120,7 @@ TRAIN_KEYS = ("batch_size", "lr", "warmup", "schedule", "max_steps", "ema_decay"
 ADDED = {"train": {"accum": 1}, "puzzle": {}, "model": {}}
 # settings that were removed, with the value whose behaviour is now the only one: dropped when an older checkpoint
 # loads (a checkpoint that had another value samples as before, but cannot be resumed: its stream is gone)
-REMOVED = {"paired_pictures": False}
+REMOVED = {"paired_pictures": False, "crop_scale": (0.3, 1.0)}
 # the checkpoint format: 1 had no "format" key; 2 may lack the settings added later (they load with their defaults)
 FORMAT = 2
 

@@ -47,6 +47,7 @@ SPLITS = {"train": 0, "test": 1, "val": 2}              # each split its own see
 ENDLESS = 2 ** 62                                          # length of an unlimited stream (built-in data)
 HELD_OUT = {"jpwleg3": (2000 / 12000, 1000 / 12000), "imagenet": (0.05, 2 / 256)}
 TEST_FRACTION, VAL_FRACTION = 0.05, 0.10
+VIEW_SCALE = (0.3, 1.0)                                    # a training view's side, of the largest box (random_crop)
 EVAL_FOLDERS = ("test", "val", "validation")               # held-out subfolders, the first found is the test split
 
 
@@ -214,7 +215,7 @@ def load_photo(path, short_side):
     return photo
 
 
-def random_crop(photo, height, width, rng, scale=(0.3, 1.0)):
+def random_crop(photo, height, width, rng, scale=VIEW_SCALE):
     """
     A fresh training view of a photo (H, W, 3) float32 in [0, 1]: a box of the puzzle's aspect whose side is a
     fraction s of the largest such box (s^2 uniform in scale^2: uniform in area), at a random position, resized to

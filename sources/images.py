@@ -1,9 +1,9 @@
 """
 The pictures image puzzles are cut from (puzzles.ImagePuzzles): built-in shapes (sources/synthetic.py) or the photos
-of a folder's split (sources/files.py: split_files), resized to the grid's size; in training a fresh view of a photo
-at every visit (`crop_scale`) and a `mix_shapes` share of built-in shapes. Paper: the image datasets of Sec. 4.1
-(ImageNet, JPwLEG-3) and the supplement's "Image Experiments" (resized and cropped at random in training, the
-centre at test time); the rest is not in the paper.
+of a folder's split (sources/files.py: split_files), resized to the grid's size; in training a fresh view of a
+folder's photo at every visit (`random_crop`) and a `mix_shapes` share of built-in shapes. Paper: the image datasets
+of Sec. 4.1 (ImageNet, JPwLEG-3) and the supplement's "Image Experiments" (resized and cropped at random in
+training, the centre at test time); the rest is not in the paper.
 
     pictures = Pictures(ImageConfig(dataset="folder", data_dir="my_photos"), "train", seed=0)
     img = pictures.picture(i, np.random.default_rng([0, 0, i]), 48, 48)       # (48, 48, 3) in [0, 1]
@@ -15,6 +15,7 @@ from PIL import Image
 from plumbing.cli import UserError
 from sources.files import (
     IMAGE_EXTS,
+    VIEW_SCALE,
     epoch_index,
     fit_image,
     list_images,
@@ -42,7 +43,7 @@ class Pictures:
         self.cfg, self.split, self.seed = cfg, split, seed
         self.train = split == "train"
         self.mix_shapes = cfg.mix_shapes if self.train else 0.0
-        self.crop_scale = cfg.crop_scale if self.train and cfg.dataset == "folder" else None
+        self.views = self.train and cfg.dataset == "folder"        # a fresh zoomed view at every visit
         self.files = None if cfg.dataset == "shapes" else split_files(
             cfg.data_dir, split, cfg.dataset, lister=list_images, what="images", exts=IMAGE_EXTS)
         self.skipped = set()
@@ -65,10 +66,10 @@ class Pictures:
             if path in self.skipped:
                 continue
             try:
-                if self.crop_scale:
-                    photo = load_photo(path, math.ceil(max(h, w) / self.crop_scale[0]))
+                if self.views:
+                    photo = load_photo(path, math.ceil(max(h, w) / VIEW_SCALE[0]))
                     if min(photo.size) >= max(h, w):
-                        return random_crop(photo, h, w, rng=rng, scale=self.crop_scale)
+                        return random_crop(photo, h, w, rng=rng)
                     note_skip(self.skipped, path, f"too small (under {max(h, w)} px a side) image", total=n)
                     continue
                 with Image.open(path) as im:
@@ -78,4 +79,4 @@ class Pictures:
                 note_skip(self.skipped, path, "unreadable image", total=n)
         raise UserError(f"--data-dir: none of the {n} {self.split} images could be read" +
                         (f" and is at least {max(h, w)} px on its shorter side; use a smaller --piece-size or "
-                         "larger photos" if self.crop_scale else ""))
+                         "larger photos" if self.views else ""))

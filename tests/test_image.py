@@ -14,7 +14,7 @@ import jpdvt
 from diffusion import GaussianDiffusion
 from dit import DiT, DiTConfig
 from jpdvt import given_codes, puzzle_loss
-from plumbing.checkpoint import TRAIN_KEYS, Config, load_checkpoint, save_checkpoint
+from plumbing.checkpoint import TRAIN_KEYS, Config, load_checkpoint, removed_settings, save_checkpoint
 from plumbing.cli import UserError, parse_grid
 from puzzles import SPLITS, ImageConfig, ImagePuzzles, collate, cut_image, shuffle_pieces
 from solving.pictures import assemble
@@ -260,3 +260,17 @@ def test_removed_paired_pictures_flag_says_what_to_do_instead(capsys):
     d = Config(puzzle=ImageConfig(), model=DiTConfig(), train=TrainConfig()).to_dict()
     d["puzzle"]["paired_pictures"] = True
     assert Config.from_dict(d, "old.pt").puzzle == ImageConfig()
+
+
+def test_removed_crop_scale_flag_says_what_to_do_instead(capsys):
+    """--crop-scale was removed; a checkpoint that recorded it loads without it, and only another value than the
+    views of today is a removed setting (sampling works, resuming does not)."""
+    import train_image
+    with pytest.raises(SystemExit):
+        train_image.get_parser().parse_args(["--crop-scale", "0.15", "1.0"])
+    assert "--crop-scale was removed: a photo folder's training views span 0.3 to 1.0" in capsys.readouterr().err
+    d = Config(puzzle=ImageConfig(), model=DiTConfig(), train=TrainConfig()).to_dict()
+    for scale, removed in (((0.3, 1.0), {}), ((0.15, 1.0), {"crop_scale": (0.15, 1.0)})):
+        d["puzzle"]["crop_scale"] = scale
+        assert removed_settings(d) == removed
+        assert Config.from_dict(d, "old.pt").puzzle == ImageConfig()

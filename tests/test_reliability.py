@@ -268,7 +268,6 @@ IMAGE_BAD = [
     (["--piece-size", "0"], "--piece-size"),
     (["--patch-size", "5"], "--patch-size"),
     (["--mix-shapes", "0.5"], "--mix-shapes"),
-    (["--crop-scale", "0.5", "0.2"], "--crop-scale"),
     (["--resume", "{bad}/missing.pt"], "does not exist"),
 ]
 

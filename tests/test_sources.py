@@ -9,8 +9,8 @@ from PIL import Image
 
 from plumbing.checkpoint import typed_part
 from plumbing.cli import UserError
-from puzzles import ImageConfig, ImagePuzzles
-from sources.files import IMAGE_EXTS, list_images, random_crop, split_files
+from puzzles import ImageConfig, ImagePuzzles, cut_image
+from sources.files import IMAGE_EXTS, fit_image, list_images, random_crop, split_files
 
 
 def photos(folder, n, size=(64, 48), seed=0):
@@ -72,13 +72,15 @@ def test_photo_training_views_are_fresh_and_test_is_whole_photo(tmp_path):
     photos(tmp_path / "train", 1, size=(96, 64))
     photos(tmp_path / "val", 1, size=(96, 64), seed=2)         # val/ and test/: every file of train/ is training
     photos(tmp_path / "test", 1, size=(96, 64), seed=1)
-    train = folder(tmp_path, "train", crop_scale=(0.3, 1.0))
+    train = folder(tmp_path, "train")
     a, b = train[0], train[1]                                 # the same single photo, two visits: two views
     assert not torch.equal(torch.sort(a["content"].flatten())[0], torch.sort(b["content"].flatten())[0])
-    test = folder(tmp_path, "test", crop_scale=(0.3, 1.0))
+    test = folder(tmp_path, "test")
     assert len(test) == 1 and len(train) > 10 ** 9
-    assert torch.equal(test[0]["content"], folder(tmp_path, "test", crop_scale=(0.9, 1.0))[0]["content"])
-    # whole-photo protocol at test: crop_scale does not apply
+    item = test[0]                                            # the whole photo, resized and centre-cropped, cut up
+    whole = fit_image(Image.open(tmp_path / "test" / "img000.png"), 16, 16)
+    pieces = torch.from_numpy(cut_image(whole, (2, 2), 8)[item["true_pos"].numpy()]).permute(0, 3, 1, 2) * 2 - 1
+    assert torch.allclose(item["content"], pieces)
 
 
 def test_photo_folder_bad_files(tmp_path, capsys):
