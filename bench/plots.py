@@ -10,7 +10,7 @@ Pictures of bench rows, drawn with PIL:
 """
 from PIL import Image, ImageDraw
 
-from solving.pictures import font
+from bench.animate import font
 
 CURVE = "video-mmnist-8x4-missing"
 SERIES = {"strict": (200, 40, 40), "as a set": (40, 90, 200)}

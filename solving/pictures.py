@@ -11,13 +11,12 @@ The sampling animations are in bench/animate.py; the picture of the codes (docs/
     save_png("examples.png", stack([image_row(batch, positions, content, grid, k) for k in range(4)], axis=0))
     write_gif("examples.gif", [[clip, solved_clip]], labels=["shuffled", "solved"])
 """
-import functools
 import os
 
 import imageio.v3 as iio
 import numpy as np
 import torch.nn.functional as F
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
 from sources.files import fit_channels
 
@@ -105,15 +104,6 @@ def enlarge(content, side, smooth=False):
     x = x.float().cpu().clamp(-1, 1)
     x = F.interpolate(x, size=(side, side), mode="bicubic" if smooth else "nearest").clamp(-1, 1)
     return ((x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x).permute(0, 2, 3, 1).numpy() + 1) / 2
-
-
-@functools.lru_cache(maxsize=8)
-def font(size):
-    """Pillow's built-in font at `size` px (its small bitmap font where FreeType is missing)."""
-    try:
-        return ImageFont.load_default(size=size)
-    except (ImportError, TypeError):
-        return ImageFont.load_default()
 
 
 def display_hwc(content):
