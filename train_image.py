@@ -122,8 +122,8 @@ def get_parser():
                    help="erosion: extra pixels per cell around each piece (paper: 21 for 85 px cells, "
                         "jpwleg3 48); training crops pieces at random inside cells, testing at the centre")
     p.add_argument("--crop-scale", action=Removed,
-                   instead="a photo folder's training views span 0.3 to 1.0 of the largest box, as before (0.15 and "
-                           "0.6 scored within the seed spread: bench/notes.md); drop the flag")
+                   instead="a photo folder's training views span 0.3 to 1.0 of the largest box, as before (0.15 scored "
+                           "within the seed spread, 0.6 within 2 points of its start: bench/notes.md); drop the flag")
     p.add_argument("--mix-shapes", type=float, metavar="FRACTION",
                    help="folder/imagenet: this fraction of the training puzzles are built-in shapes instead (a "
                         "procedural prior; the test split stays the folder's; default 0)")

@@ -19,15 +19,15 @@ x_t), outlined in red. Images are drawn on their grid, videos as a strip of thum
 grid, a piece's first frame each).
 """
 import argparse
-import functools
 import io
 import os
 from dataclasses import replace
 
 import numpy as np
 import torch
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
+from bench.plots import font
 from jpdvt import SampleOptions
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError, check_puzzle, resolve_device, run_cli
@@ -60,15 +60,6 @@ class Recorder:
     def __call__(self, i, x, x0):
         self.codes.append(x0["code"][self.k].float().cpu())
         self.content.append(x["content"][self.k].float().cpu())
-
-
-@functools.lru_cache(maxsize=8)
-def font(size):
-    """Pillow's built-in font at `size` px (its small bitmap font where FreeType is missing)."""
-    try:
-        return ImageFont.load_default(size=size)
-    except (ImportError, TypeError):
-        return ImageFont.load_default()
 
 
 def soft_cells(code, table, grid):

@@ -22,7 +22,7 @@ import sys
 
 from PIL import Image, ImageDraw
 
-from bench.animate import font
+from bench.plots import font
 from bench.report import save_result
 
 RUNS = {"shapes": "built-in shapes 3x3, tiny DiT (the Quickstart recipe)",
@@ -84,6 +84,9 @@ def draw(found, path):
 
 def main(root):
     found = curves(root)
+    missing = [f"{run}-{p}" for run in RUNS for p in COLOURS if p not in found.get(run, {})]
+    if missing:                                               # a partial set would overwrite the picture's panels
+        sys.exit(f"{root} lacks the logs of {', '.join(missing)} (the runs of this file's docstring); nothing written")
     for run, series in found.items():
         for p, points in series.items():
             for step, metrics in points:

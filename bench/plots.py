@@ -8,12 +8,21 @@ Pictures of bench rows, drawn with PIL:
   in each bin of predicted probability, the mean predicted against the share right, per piece and per puzzle, as
   docs/reliability.png (on the diagonal: calibrated; below it: overconfident; bins of under 10 as rings).
 """
-from PIL import Image, ImageDraw
+import functools
 
-from bench.animate import font
+from PIL import Image, ImageDraw, ImageFont
 
 CURVE = "video-mmnist-8x4-missing"
 SERIES = {"strict": (200, 40, 40), "as a set": (40, 90, 200)}
+
+
+@functools.lru_cache(maxsize=8)
+def font(size):
+    """Pillow's built-in font at `size` px (its small bitmap font where FreeType is missing)."""
+    try:
+        return ImageFont.load_default(size=size)
+    except (ImportError, TypeError):
+        return ImageFont.load_default()
 
 
 def curve_points(results, recipe=CURVE, counts=range(5)):

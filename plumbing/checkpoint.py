@@ -23,7 +23,7 @@ import torch
 from dit import DiTConfig
 from plumbing.cli import UserError
 from puzzles import ImageConfig, VideoConfig
-from sources.files import fingerprint
+from sources.files import VIEW_SCALE, fingerprint
 from sources.vae import folder_digest
 from unet3d import UNetConfig
 
@@ -120,7 +120,7 @@ TRAIN_KEYS = ("batch_size", "lr", "warmup", "schedule", "max_steps", "ema_decay"
 ADDED = {"train": {"accum": 1}, "puzzle": {}, "model": {}}
 # settings that were removed, with the value whose behaviour is now the only one: dropped when an older checkpoint
 # loads (a checkpoint that had another value samples as before, but cannot be resumed: its stream is gone)
-REMOVED = {"paired_pictures": False, "crop_scale": (0.3, 1.0)}
+REMOVED = {"paired_pictures": False, "crop_scale": VIEW_SCALE}
 # the checkpoint format: 1 had no "format" key; 2 may lack the settings added later (they load with their defaults)
 FORMAT = 2
 
@@ -173,7 +173,12 @@ def check_keys(d, want, where, path):
 def removed_settings(config):
     """{name: value} of the REMOVED settings a stored config holds with another value than today's behaviour."""
     parts = [v for v in config.values() if isinstance(v, dict)] if isinstance(config, dict) else []
-    return {k: v for part in parts for k, v in part.items() if k in REMOVED and v != REMOVED[k]}
+    return {k: v for part in parts for k, v in part.items() if k in REMOVED and as_stored(v) != REMOVED[k]}
+
+
+def as_stored(value):
+    """A setting as a config holds it: lists (a pickled or JSON tuple may come back as one) back to tuples."""
+    return tuple(value) if isinstance(value, list) else value
 
 
 def typed_part(cls, d, where, path):
@@ -183,4 +188,4 @@ def typed_part(cls, d, where, path):
     if isinstance(d, dict):
         d = {**ADDED.get(part, {}), **{k: v for k, v in d.items() if k not in REMOVED}}
     check_keys(d, {f.name for f in fields(cls)}, where, path=path)
-    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+    return cls(**{k: as_stored(v) for k, v in d.items()})

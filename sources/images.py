@@ -43,7 +43,7 @@ class Pictures:
         self.cfg, self.split, self.seed = cfg, split, seed
         self.train = split == "train"
         self.mix_shapes = cfg.mix_shapes if self.train else 0.0
-        self.views = self.train and cfg.dataset == "folder"        # a fresh zoomed view at every visit
+        self.fresh_views = self.train and cfg.dataset == "folder"        # a fresh zoomed view at every visit
         self.files = None if cfg.dataset == "shapes" else split_files(
             cfg.data_dir, split, cfg.dataset, lister=list_images, what="images", exts=IMAGE_EXTS)
         self.skipped = set()
@@ -66,7 +66,7 @@ class Pictures:
             if path in self.skipped:
                 continue
             try:
-                if self.views:
+                if self.fresh_views:
                     photo = load_photo(path, math.ceil(max(h, w) / VIEW_SCALE[0]))
                     if min(photo.size) >= max(h, w):
                         return random_crop(photo, h, w, rng=rng)
@@ -79,4 +79,4 @@ class Pictures:
                 note_skip(self.skipped, path, "unreadable image", total=n)
         raise UserError(f"--data-dir: none of the {n} {self.split} images could be read" +
                         (f" and is at least {max(h, w)} px on its shorter side; use a smaller --piece-size or "
-                         "larger photos" if self.views else ""))
+                         "larger photos" if self.fresh_views else ""))

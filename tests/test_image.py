@@ -270,7 +270,7 @@ def test_removed_crop_scale_flag_says_what_to_do_instead(capsys):
         train_image.get_parser().parse_args(["--crop-scale", "0.15", "1.0"])
     assert "--crop-scale was removed: a photo folder's training views span 0.3 to 1.0" in capsys.readouterr().err
     d = Config(puzzle=ImageConfig(), model=DiTConfig(), train=TrainConfig()).to_dict()
-    for scale, removed in (((0.3, 1.0), {}), ((0.15, 1.0), {"crop_scale": (0.15, 1.0)})):
+    for scale, removed in (((0.3, 1.0), {}), ([0.3, 1.0], {}), ((0.15, 1.0), {"crop_scale": (0.15, 1.0)})):
         d["puzzle"]["crop_scale"] = scale
         assert removed_settings(d) == removed
         assert Config.from_dict(d, "old.pt").puzzle == ImageConfig()
