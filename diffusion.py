@@ -12,9 +12,9 @@ codes, E^m the missing pieces' content, E^g the given pieces' content.
 - Forward process: linear betas (1e-4 .. 0.02), T = 1000;  q_sample(x0, t) = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps.
 - The network predicts either eps, the noise (the paper), or x0, the clean target. Both are the same MSE up to a
   weight over t: an eps error is an x0 error times sqrt(SNR(t)), SNR = abar / (1 - abar). The loss is a weighted sum
-  of per-part MSEs over generated entries only. Both training scripts predict x0 by default, for images and videos
-  alike, and so does every shipped checkpoint: eps stayed at chance here (README, "Differences from the paper"). The
-  paper's table, where it applies to a video dataset, keeps eps.
+  of per-part MSEs over generated entries only. Both training scripts and every shipped checkpoint predict x0, for
+  images and videos alike, as the authors' released code does: eps, which the paper's text writes, stayed at chance
+  here (README, "Differences from the paper").
 - Sampling: ancestral DDPM (`p_sample`) or deterministic DDIM (`ddim_sample`, eta = 0), over all T steps or a
   respaced subset (`timesteps`), re-imposing the known (unmasked) entries after every step.
 
@@ -26,7 +26,7 @@ codes, E^m the missing pieces' content, E^g the given pieces' content.
 import numpy as np
 import torch
 
-PREDICTIONS = {"eps": "the noise added (paper)", "x0": "the clean target directly"}
+PREDICTIONS = {"eps": "the noise added (the paper's text)", "x0": "the clean target directly"}
 SAMPLERS = {"ddpm": "ancestral DDPM (default)", "ddim": "deterministic DDIM (eta=0)"}
 
 

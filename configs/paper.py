@@ -15,9 +15,9 @@ DIT = "supp. Table 'Hyperparameters for our image diffusion transformer': 12 lay
 DIT_PATCH = ("supp. same table: patch 16 (the table lists 16 / 17 / 60 without naming the experiments; 16 divides "
              "the 64 and 96 px pieces; the text's '9 patch tokens' would be one token per piece)")
 IMG_TRAIN = "supp. 'Image Experiments': batch 256, 300 epochs, lr 1e-4"
-EPS = "Sec. 3.1: the network predicts the noise (loss ||eps - eps_theta||^2)"
-X0 = ("DEVIATION: the paper predicts the noise (Sec. 3.1), which stayed at chance here while x0 learned (README, "
-      "'Differences from the paper'); --prediction eps trains the paper's")
+X0 = ("DEVIATION from the text (Sec. 3.1: the network predicts the noise, eps), which stayed at chance here while x0 "
+      "learned (README, 'Differences from the paper'); the authors' released code predicts x0 (predict_xstart=True); "
+      "--prediction eps trains the text's")
 ANCHOR = ("Sec. 3.2 'Implementation Details': we anchor the positional embedding of the initial patch; DEVIATION: the "
           "anchored piece is the first shuffled one, at a random cell of each puzzle")
 CONSTANT = "no learning-rate decay or warm-up is stated: constant"
@@ -43,7 +43,7 @@ IMAGE = {
     "jpwleg3": {**IMAGE_COMMON, "piece_size": (96, "Sec. 4.1 'JPwLEG-3': 9 fragments of 96 x 96 px"),
                 "gap": (48, "Sec. 4.1 'JPwLEG-3': gaps of 48 px between them")},
 }
-VIDEO_COMMON = {**COMMON, "model": ("paper", UNET), "prediction": ("eps", EPS), "lr": (1e-4, VID_TRAIN),
+VIDEO_COMMON = {**COMMON, "model": ("paper", UNET), "prediction": ("x0", X0), "lr": (1e-4, VID_TRAIN),
                 "batch_size": (32, VID_TRAIN), "max_steps": (250000, VID_TRAIN), "weight_content": (0.8, VID_WEIGHTS),
                 "weight_code": (0.2, VID_WEIGHTS)}
 VIDEO = {

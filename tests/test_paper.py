@@ -154,7 +154,7 @@ def test_flags_override_the_paper_and_no_paper_turns_it_off(layout):
     config, line = train_image.make_config(train_image.get_parser().parse_args(
         ["--dataset", "imagenet", "--data-dir", str(data), "--lr", "3e-4", "--model", "tiny"]))
     assert config.train.lr == 3e-4 and "lr 0.0003 (flag)" in line and config.model.hidden == 128
-    assert config.prediction == "x0" and "prediction x0 (paper table: DEVIATION: the paper predicts the noise" in line
+    assert config.prediction == "x0" and "prediction x0 (paper table: DEVIATION from the text (Sec. 3.1" in line
     assert config.puzzle.anchor
     config, line = train_image.make_config(train_image.get_parser().parse_args(
         ["--dataset", "imagenet", "--data-dir", str(data), "--no-paper"]))
@@ -180,8 +180,7 @@ def test_short_run_on_each_layout_trains_and_samples(dataset, layout, tmp_path):
     run_ = train_image_run if script == "train_image.py" else train_video_run
     run_(*flags, *TINY[script], "--out", tmp_path / "run")
     log = (tmp_path / "run" / "log.txt").read_text()
-    target = "x0 (paper table: DEVIATION" if script == "train_image.py" else "eps (paper table: "
-    assert log.startswith("settings: ") and f"prediction {target}" in log and "final step 2" in log
+    assert log.startswith("settings: ") and "prediction x0 (paper table: DEVIATION" in log and "final step 2" in log
     m = sample_run("--ckpt", tmp_path / "run" / "ckpt.pt", "--num-puzzles", "2", "--steps", "2", "--out",
                    tmp_path / "s")
     assert m["split"] == "test" and m["num_puzzles"] >= 1 and m["dataset"] == dataset
