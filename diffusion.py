@@ -10,11 +10,11 @@ q(L_t, E^m_t | L_0, E^m_0, E^g) and p(L_{t-1}, E^m_{t-1} | L_t, E^m_t, E^g), in 
 codes, E^m the missing pieces' content, E^g the given pieces' content.
 
 - Forward process: linear betas (1e-4 .. 0.02), T = 1000;  q_sample(x0, t) = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps.
-- The network predicts either eps, the noise (the paper), or x0, the clean target. Both are the same MSE up to a
+- The network predicts either eps, the noise (the paper's text), or x0, the clean target. Both are the same MSE up to a
   weight over t: an eps error is an x0 error times sqrt(SNR(t)), SNR = abar / (1 - abar). The loss is a weighted sum
   of per-part MSEs over generated entries only. Both training scripts and every shipped checkpoint predict x0, for
-  images and videos alike, as the authors' released code does: eps, which the paper's text writes, stayed at chance
-  here (README, "Differences from the paper").
+  images and videos alike, as the authors' released video code does: eps, which the paper's text writes, stayed at
+  chance here (README, "Differences from the paper").
 - Sampling: ancestral DDPM (`p_sample`) or deterministic DDIM (`ddim_sample`, eta = 0), over all T steps or a
   respaced subset (`timesteps`), re-imposing the known (unmasked) entries after every step.
 

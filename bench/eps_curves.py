@@ -1,6 +1,6 @@
 """
-The paper's prediction target (eps) against ours (x0), everything else equal: the held-out checks of their training
-logs (val puzzles, DDIM-20, every 1000 steps) as bench rows, and one picture, docs/eps-vs-x0.png.
+The prediction target of the paper's text (eps) against ours (x0), everything else equal: the held-out checks of
+their training logs (val puzzles, DDIM-20, every 1000 steps) as bench rows, and one picture, docs/eps-vs-x0.png.
 
     python -m bench.eps_curves runs/eps        # reads runs/eps/{shapes,photos,mmnist}-{eps,x0}/log.txt
 
@@ -14,6 +14,8 @@ The runs (bench/notes.md, "eps against x0"), OMP_NUM_THREADS=1 each:
         --out runs/eps/photos-P
     python train_video.py --prediction P --dataset movingmnist --data-dir MNIST --pieces 5 --frames-per-piece 4
         --size 32 --paper --model tiny --max-steps 3000 --eval-every 1000 --out runs/eps/mmnist-P
+    python train_video.py --prediction P --pieces 5 --frames-per-piece 4 --lr 1e-3 --schedule cosine --max-steps 3200
+        --eval-every 800 --eval-puzzles 200 --out runs/eps/digits-P
 """
 import json
 import os
@@ -27,8 +29,10 @@ from bench.report import save_result
 
 RUNS = {"shapes": "built-in shapes 3x3, tiny DiT (the Quickstart recipe)",
         "photos": "photos 3x3, 24 px pieces (the shipped photo recipe, 5000 steps)",
-        "mmnist": "Moving MNIST 5 x 4, 32 px, the paper's video settings, tiny U-Net"}
-METRIC = {"shapes": "piece_acc", "photos": "piece_acc", "mmnist": "kendall"}         # kendall: lower is better
+        "mmnist": "Moving MNIST 5 x 4, 32 px, the paper's video settings, tiny U-Net",
+        "digits": "built-in digits 5 x 4, 32 px, tiny U-Net (the shipped digits recipe, 3200 steps)"}
+# the metric each panel draws (kendall: lower is better)
+METRIC = {"shapes": "piece_acc", "photos": "piece_acc", "mmnist": "kendall", "digits": "kendall"}
 # the crossed variants of bench/eps_variants.py on the shapes recipe (2000 steps): their held-out checks as rows
 VARIANTS = {"x0-snr": "an x0 network, the eps loss's weighting", "eps-x0w": "an eps network, the x0 loss's weighting"}
 COLOURS = {"eps": (200, 40, 40), "x0": (40, 90, 200)}

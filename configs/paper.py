@@ -16,8 +16,8 @@ DIT_PATCH = ("supp. same table: patch 16 (the table lists 16 / 17 / 60 without n
              "the 64 and 96 px pieces; the text's '9 patch tokens' would be one token per piece)")
 IMG_TRAIN = "supp. 'Image Experiments': batch 256, 300 epochs, lr 1e-4"
 X0 = ("DEVIATION from the text (Sec. 3.1: the network predicts the noise, eps), which stayed at chance here while x0 "
-      "learned (README, 'Differences from the paper'); the authors' released code predicts x0 (predict_xstart=True); "
-      "--prediction eps trains the text's")
+      "learned (README, 'Differences from the paper'); the authors' released video code and image_models/ code "
+      "predict x0 (predict_xstart=True); --prediction eps trains the text's")
 ANCHOR = ("Sec. 3.2 'Implementation Details': we anchor the positional embedding of the initial patch; DEVIATION: the "
           "anchored piece is the first shuffled one, at a random cell of each puzzle")
 CONSTANT = "no learning-rate decay or warm-up is stated: constant"

@@ -133,7 +133,7 @@ class Config:
     puzzle: Union[ImageConfig, VideoConfig]
     model: Union[DiTConfig, UNetConfig]
     train: Any                               # train.TrainConfig, or its stored dict
-    prediction: str = "x0"                   # network target: eps (paper) or x0
+    prediction: str = "x0"                   # network target: eps (the paper's text) or x0
     run: Any = field(default=None, compare=False)   # plumbing.flags.RunConfig: this process only, not stored
 
     @property

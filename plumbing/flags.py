@@ -119,8 +119,9 @@ def add_train_flags(p, defaults):
     script's TrainConfig, shown in the help; a flag left out is None until resolve fills it."""
     d = defaults
     p.add_argument("--prediction", choices=PREDICTIONS,
-                   help="network target: x0, the clean codes (default, as in the authors' released code; eps stayed at "
-                        "chance here: README, 'Differences from the paper') or eps, the noise (the paper's text)")
+                   help="network target: x0, the clean codes (default, as in the authors' released video code; eps "
+                        "stayed at chance here: README, 'Differences from the paper') or eps, the noise (the paper's "
+                        "text)")
     p.add_argument("--batch-size", type=positive, help=f"puzzles per step, over all processes: with torchrun each of "
                                                        f"W processes takes B / W (default {d.batch_size})")
     p.add_argument("--accum", type=positive,

@@ -72,6 +72,9 @@ def resume_or_init(ckpt, init, config, objects):
                     if getattr(src["config"].model, f.name) != getattr(config.model, f.name)]
             raise UserError(f"--init {init} holds a model with other settings ({', '.join(diff)}); fine-tuning needs "
                             "the same --model, --piece-size and --patch-size (or frame settings) as that run")
+        if src["config"].prediction != config.prediction:
+            raise UserError(f"--init {init} predicts {src['config'].prediction} and this run {config.prediction}; "
+                            f"pass --prediction {src['config'].prediction} to fine-tune it")
         model.load_state_dict(src["ema"])
         ema.load_state_dict(src["ema"])
         return 0, src["data"]

@@ -73,6 +73,9 @@ def test_init_fine_tunes_from_a_checkpoint(image_ckpt, tmp_path):
                         "--max-steps", "1", "--out", tmp_path / "b")
     with pytest.raises(UserError, match="--init .*nothing.pt does not exist"):
         train_image_run(*TINY_IMAGE, "--init", tmp_path / "nothing.pt", "--max-steps", "1", "--out", tmp_path / "c")
+    with pytest.raises(UserError, match=r"--init .* predicts x0 and this run eps; pass --prediction x0"):
+        train_image_run(*TINY_IMAGE, "--prediction", "eps", "--init", image_ckpt, "--max-steps", "1",
+                        "--out", tmp_path / "d")
 
 
 class Evil:
