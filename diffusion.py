@@ -10,8 +10,9 @@ q(L_t, E^m_t | L_0, E^m_0, E^g) and p(L_{t-1}, E^m_{t-1} | L_t, E^m_t, E^g), in 
 codes, E^m the missing pieces' content, E^g the given pieces' content.
 
 - Forward process: linear betas (1e-4 .. 0.02), T = 1000;  q_sample(x0, t) = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps.
-- The network predicts either eps, the noise (the paper's text), or x0, the clean target. Both are the same MSE up to a
-  weight over t: an eps error is an x0 error times sqrt(SNR(t)), SNR = abar / (1 - abar). The loss is a weighted sum
+- The network predicts either eps, the noise (the paper's text), or x0, the clean target. Either way it is the same
+  method, sampled the same way; only the output differs, and with it how the loss weighs the steps: an eps error is
+  an x0 error times sqrt(SNR(t)), SNR = abar / (1 - abar). The loss is a weighted sum
   of per-part MSEs over generated entries only. Both training scripts and every shipped checkpoint predict x0, for
   images and videos alike, as the authors' released video code does: eps, which the paper's text writes, stayed at
   chance here (README, "Differences from the paper").
@@ -146,8 +147,8 @@ class GaussianDiffusion:
 
     def timesteps(self, steps):
         """`steps` evenly spaced timesteps from T-1 down to 0 (all T for steps >= T). One step is [T-1]: a single
-        network call on pure noise, whose x0 prediction (of an x0-prediction model) is the posterior-mean estimate of
-        every generated entry."""
+        network call on pure noise, whose x0 prediction (of an x0-prediction model) is the average of every generated
+        entry over all the values it could take, given the clean ones."""
         steps = max(1, min(int(steps), self.num_steps))
         if steps == 1:
             return [self.num_steps - 1]
@@ -187,7 +188,7 @@ class GaussianDiffusion:
                     new = self.ddim_sample(x0, eps, t_prev)
                 else:
                     new = self.p_sample(v, x0, t, t_prev, randn(v))
-                x[k] = m[k] * new + (1 - m[k]) * clean[k]
+                x[k] = m[k] * new + (1 - m[k]) * clean[k]          # known entries stay clean, as in training
                 if callback is not None:
                     pred[k] = m[k] * x0 + (1 - m[k]) * clean[k]
             if callback is not None:

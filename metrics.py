@@ -2,12 +2,12 @@
 Turning predicted positional codes into positions, and the paper's accuracy metrics.
 
 Paper: "Predicted position encodings" (supplement) and "Metrics" (Sec. 4.2).
-- assign(cost): each piece gets a distinct position. "hungarian" (the default) is the optimal assignment (minimum
-  total cost), written from scratch. "greedy" is the rule of the paper's text: piece by piece (in input order),
-  the closest free position by L2 distance, a used position removed. The authors' released code
-  (github.com/JinyangMarkLiu/JPDVT, find_permutation) differs: it uses L1 (Manhattan) distance, and its image
-  sampler (image_model/sample.py) goes position by position, each taking the closest free piece (its video sampler
-  goes piece by piece, as here).
+- assign(cost): each piece gets a distinct position. The method needs only that one-to-one match; which rule makes it
+  is a choice of the solver. "hungarian" (the default) is the optimal assignment (minimum total cost), written from
+  scratch. "greedy" is the rule of the paper's text: piece by piece (in input order), the closest free position by L2
+  distance, a used position removed. The authors' released code (github.com/JinyangMarkLiu/JPDVT, find_permutation)
+  differs: it uses L1 (Manhattan) distance, and its image sampler (image_model/sample.py) goes position by position,
+  each taking the closest free piece (its video sampler goes piece by piece, as here).
 - piece_accuracy / puzzle_accuracy: fraction of pieces in place / of puzzles with every piece in place.
 - kendall_distance: discordant pairs / (n(n-1)/2), the normalized Kendall (bubble-sort) distance for videos;
   kendall_reversible: the authors' variant, the smaller of the distances of the predicted order and its reverse.

@@ -44,8 +44,8 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
     show("missing", batch["missing"], f"(B, N): content missing, to generate {batch['missing'][0].int().tolist()}")
     given = given_codes(batch, kind.anchored)
     anchor_cell = batch["true_pos"][0, 0].item()
-    show("given", given, f"(B, N): code told, the anchor (piece 0, at cell {anchor_cell}; an image anchor's cell is "
-                         f"random) {given[0].int().tolist()}")
+    show("given", given, f"(B, N): code told, the anchor (piece 0; an image anchor sits at a random cell, here cell "
+                         f"{anchor_cell}) {given[0].int().tolist()}")
 
     print("2. The codes the model generates (posenc.py): a 2D sinusoidal code per grid cell")
     table = kind.table()
