@@ -22,6 +22,7 @@ bench/recipes.py). Run it from the repository root:
     python -m bench candidate-val --clips 1000 --seed 2 --estimator "ddpm-50 x4"   # more clips, beside the shipped one
     python -m bench missing-curve             # docs/video-mmnist-8x4-missing.png (paper, Figure 4(b))
     python -m bench reliability-plot          # docs/reliability.png: the shipped confidence on test
+    python -m bench lines                     # the lines of Python outside tests/ and bench/ at the last commit
     python -m bench                           # only rewrite bench/BENCHMARKS.md from bench/results.json
     python -m bench --score-only image-photos-3x3-mix   # score an earlier run's checkpoint again
     python -m bench --resume video-mmnist-10x2-batch32-lr5e-4-40k   # continue a run an earlier session left
@@ -78,7 +79,7 @@ GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemb
           "one-call-val", "estimator-val", "candidate-val", *CONFIDENCE_GROUPS, "paper-table", "fresh-seed",
           "fresh-seed-baselines", "missing-curve", "reliability-plot", "compute-val", "compute-test", "gpu-record",
           "transfer", "throughput", "loader", "loader-quickstart", "loader-mmnist", "pace-mmnist", "loader-imagenet",
-          "memory-estimate"]
+          "memory-estimate", "lines"]
 
 
 def sh(cmd):
@@ -354,6 +355,12 @@ def main(args):
                           args.out, args.clips, args.seed)
         elif name == "transfer":
             sweep("transfer", "checkpoints/image-photos-3x3-gap.pt", TRANSFER, args.out)
+        elif name == "lines":                       # the Python a reader faces, at the last commit
+            from bench.lines import count
+            commit, parts = count()
+            save_result(f"lines: Python outside tests/ and bench/ at {commit}",
+                        {"group": "lines", "train_minutes": 0.0, "metrics": parts,
+                         "command": shown(["-m", "bench", "lines"])})
         elif name == "memory-estimate":
             from bench.throughput import memory_estimate
             for key, metrics in memory_estimate().items():

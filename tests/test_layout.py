@@ -1,0 +1,79 @@
+"""
+The repository's shape, as the design card states it: the method files at the root import nothing of the folders a
+reader may skip (solving/, plumbing/, bench/), the data sources depend on no other part of the project, the README
+keeps its order and writes nothing into docs/, and no committed checkpoint carries a training state.
+"""
+import ast
+import os
+import re
+import subprocess
+
+import pytest
+import torch
+from conftest import ROOT
+
+METHOD = ("posenc", "diffusion", "dit", "unet3d", "puzzles", "metrics", "jpdvt")
+PROJECT = {*METHOD, "train", "train_image", "train_video", "sample", "walkthrough", "mnist", "sources", "solving",
+           "plumbing", "configs", "bench"}
+README = open(os.path.join(ROOT, "README.md")).read()
+
+
+def module_imports(path):
+    """The project modules a file imports at module level (not inside a function), as dotted names."""
+    tree = ast.parse(open(path).read())
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.append(node.module)
+    return [n for n in names if n.split(".")[0] in PROJECT]
+
+
+@pytest.mark.parametrize("name", METHOD)
+def test_method_files_import_only_the_method_and_the_data_sources(name):
+    for module in module_imports(os.path.join(ROOT, name + ".py")):
+        assert module in METHOD or module.startswith("sources."), f"{name}.py imports {module} at module level"
+
+
+def test_data_sources_depend_on_nothing_of_the_project_but_the_error_class():
+    folder = os.path.join(ROOT, "sources")
+    for file in sorted(f for f in os.listdir(folder) if f.endswith(".py")):
+        for module in module_imports(os.path.join(folder, file)):
+            assert module.startswith("sources") or module == "plumbing.cli", f"sources/{file} imports {module}"
+
+
+def test_nothing_outside_bench_and_tests_imports_bench():
+    files = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    if not files:
+        pytest.skip("not a git checkout")
+    for file in files:
+        if not file.startswith(("bench/", "tests/")):
+            tree = ast.parse(open(os.path.join(ROOT, file)).read())
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                    assert not any(n.split(".")[0] == "bench" for n in names), f"{file} imports bench"
+
+
+def test_readme_sections_in_the_order_a_newcomer_needs():
+    sections = re.findall(r"^## (.+)$", README, flags=re.M)
+    assert sections == ["Quickstart", "Results", "How to read this code", "Solve your own pieces", "Training",
+                        "Reproducing the paper on GPUs", "Differences from the paper"], sections
+
+
+def test_no_readme_command_writes_into_docs():
+    for block in re.findall(r"```bash\n(.*?)```", README, flags=re.S):
+        for line in block.splitlines():
+            command = line.split("#")[0]
+            assert not re.search(r"--out\s+docs\b|\s(cp|mv)\s.*\sdocs/?\s*$|>\s*docs/", command), line
+
+
+def test_no_committed_checkpoint_holds_a_training_state():
+    """Shipped checkpoints hold the EMA weights only: no network weights to resume, no optimizer, no scaler."""
+    files = subprocess.run(["git", "ls-files", "*.pt"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    if not files:
+        pytest.skip("not a git checkout")
+    for file in files:
+        ckpt = torch.load(os.path.join(ROOT, file), map_location="cpu", weights_only=True)
+        assert ckpt["ema"] and not ckpt.get("model") and not ckpt.get("opt") and not ckpt.get("scaler"), file
