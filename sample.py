@@ -29,7 +29,7 @@ from diffusion import SAMPLERS
 from jpdvt import SampleOptions, given_codes
 from metrics import ASSIGNERS
 from plumbing.checkpoint import load_checkpoint
-from plumbing.cli import PRECISIONS, Removed, UserError, positive, resolve_device, run_cli
+from plumbing.cli import PRECISIONS, Removed, UserError, non_negative, positive, resolve_device, run_cli
 from puzzles import collate, to_device
 from solving.confidence import calibrate, check_val_size, gather, reliability_of
 from solving.own import refuse_conflicts, solve_pieces, superres, test_settings
@@ -208,7 +208,7 @@ def get_parser():
     p.add_argument("--split", default="test", choices=SCORED,
                    help="the split to score: test (score it once, for the final figures) or val (choose recipes, "
                         "sample counts and thresholds on it; training's held-out check reads it too)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the test puzzles (shuffles, crops) and noise")
+    p.add_argument("--seed", type=non_negative, default=0, help="seed of the test puzzles (shuffles, crops) and noise")
     p.add_argument("--repeats", type=positive, default=1,
                    help="solve the test puzzles this many times, pass r with the shuffles and noise of --seed + r, and "
                         "report the mean (for small test folders, whose single pass is a noisy estimate)")
@@ -253,7 +253,7 @@ def get_parser():
     p.add_argument("--pin", action="append", default=[], metavar="FILE=ROW,COL",
                    help="--pieces/--frames: a piece whose place you know (repeatable), for models trained with "
                         "--anchor; video models: FILE=0 names the first piece")
-    p.add_argument("--superres", type=int, default=0,
+    p.add_argument("--superres", type=non_negative, default=0,
                    help="video checkpoints: generate K pieces between each pair of given pieces (K frames with "
                         "1-frame pieces), of test clips or of --video")
     p.add_argument("--frame-stride", type=int, default=None,

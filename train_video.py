@@ -2,13 +2,14 @@
 Train the JPDVT video model: a pseudo-3D U-Net that denoises the 1D positional codes of shuffled video pieces
 (and the frames of missing ones), conditioned on the pieces' frames.
 
-Paper: "Solving temporal jigsaw puzzles" (Sec. 3.2), "Temporal Jigsaw Puzzles Experiments" and the supplement
-"Video Experiments": the first piece is the anchor, up to 25% of the pieces are missing (0..K at random while
-training), loss weights 0.8 missing frames / 0.2 positional codes, batch 32, lr 1e-4, linear noise schedule, T = 1000,
-250k steps; MovingMNIST is diffused in pixels, larger videos in the latent space of the Stable Diffusion
-autoencoder (256x256x3 frames -> 32x32x4 latents, `--vae`). Every setting comes from a flag, else the paper's table
-(configs/paper.py; on by default for clevrer, ucf101 and qst, with --paper for movingmnist), else the dataset's
-default, else the tiny CPU recipe below; the log's first line prints each with its source.
+Paper: "Solving temporal jigsaw puzzles" (Sec. 3.2), "Temporal Jigsaw Puzzles Experiments" and the supplement "Video
+Experiments": the first piece is the anchor; in the experiments with missing pieces up to 25% of them are missing
+(--missing K, which --paper does not set: 0..K at random while training), loss weights 0.8 missing frames / 0.2
+positional codes, batch 32, lr 1e-4, linear noise schedule, T = 1000, 250k steps; MovingMNIST is diffused in pixels,
+larger videos in the latent space of the Stable Diffusion autoencoder (256x256x3 frames -> 32x32x4 latents, `--vae`).
+Every setting comes from a flag, else the paper's table (configs/paper.py; on by default for clevrer, ucf101 and qst,
+with --paper for movingmnist), else the dataset's default, else the tiny CPU recipe below; the log's first line prints
+each with its source.
 
     python train_video.py                            # tiny U-Net, built-in digits, 5 pieces x 4 frames, 32 px
     python train_video.py --dataset movingmnist --data-dir data/mnist_test_seq.npy --pieces 10 --frames-per-piece 2 \

@@ -78,8 +78,9 @@ def load_checkpoint(path, kind=None):
     ckpt["removed"] = removed_settings(ckpt["config"])
     ckpt["config"] = Config.from_dict(ckpt["config"], path)
     if kind is not None and ckpt["config"].kind != kind:
-        raise UserError(f"checkpoint {path} is a {ckpt['config'].kind} model, not a {kind} model; use "
-                        f"train_{ckpt['config'].kind}.py's checkpoints with this command")
+        raise UserError(f"checkpoint {path} is a {ckpt['config'].kind} model, not {'an' if kind == 'image' else 'a'} "
+                        f"{kind} model; pass it to train_{ckpt['config'].kind}.py, or give this command a "
+                        f"train_{kind}.py checkpoint")
     return ckpt
 
 

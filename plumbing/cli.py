@@ -63,15 +63,25 @@ def end_process_group():
 # Argparse types (argparse names the flag in its error)
 # ----------------------------------------------------------------------------
 
-def positive(text):
-    """argparse type: an int >= 1."""
+def whole(text, low):
+    """argparse's value of a whole-number flag of at least `low`, or the reason it is not one."""
     try:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    if v < low:
+        raise argparse.ArgumentTypeError(f"must be at least {low}, got {v}")
     return v
+
+
+def positive(text):
+    """argparse type: an int >= 1."""
+    return whole(text, 1)
+
+
+def non_negative(text):
+    """argparse type: an int >= 0."""
+    return whole(text, 0)
 
 
 def finite_float(allow_zero):

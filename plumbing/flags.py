@@ -14,7 +14,16 @@ from typing import Optional
 from configs.paper import PAPER_ONLY
 from diffusion import PREDICTIONS
 from plumbing.checkpoint import load_checkpoint
-from plumbing.cli import PRECISIONS, Removed, UserError, loss_weight, parse_grid, positive, positive_float
+from plumbing.cli import (
+    PRECISIONS,
+    Removed,
+    UserError,
+    loss_weight,
+    non_negative,
+    parse_grid,
+    positive,
+    positive_float,
+)
 from train import SCHEDULES, TrainConfig, learning_rate
 
 # settings a resumed run may change (each change is logged); any other flag that differs from the checkpoint is refused.
@@ -129,7 +138,8 @@ def add_train_flags(p, defaults):
                         f"so the global batch fits in less memory (the same update to float tolerance; default "
                         f"{d.accum})")
     p.add_argument("--lr", type=positive_float, help=f"AdamW learning rate (default {d.lr}; paper: 1e-4)")
-    p.add_argument("--warmup", type=int, help=f"linear learning-rate warmup steps, 0 = none (default {d.warmup})")
+    p.add_argument("--warmup", type=non_negative,
+                   help=f"linear learning-rate warmup steps, 0 = none (default {d.warmup})")
     p.add_argument("--schedule", choices=SCHEDULES, help=f"learning-rate schedule (default {d.schedule})")
     p.add_argument("--max-steps", type=positive, help=f"total training steps (default {d.max_steps})")
     p.add_argument("--ema-decay", action=Removed,
@@ -141,10 +151,12 @@ def add_train_flags(p, defaults):
                    help=f"loss weight of missing pieces' content (default {d.weight_content}); each part's loss is a "
                         "mean over its generated entries, so this weight does not grow with the number missing")
     p.add_argument("--precision", choices=PRECISIONS, help=f"training precision (default {d.precision})")
-    p.add_argument("--seed", type=int, help=f"seed of the data stream, noise and initial weights (default {d.seed})")
+    p.add_argument("--seed", type=non_negative,
+                   help=f"seed of the data stream, noise and initial weights (default {d.seed})")
     p.add_argument("--ckpt-every", type=positive, help=f"write ckpt.pt every N steps (default {d.ckpt_every})")
-    p.add_argument("--eval-every", type=int, help="check accuracy on a fixed batch of val puzzles every N steps, 0 = "
-                                                  f"only at the end (default {d.eval_every})")
+    p.add_argument("--eval-every", type=non_negative,
+                   help=f"check accuracy on a fixed batch of val puzzles every N steps, 0 = only at the end (default "
+                        f"{d.eval_every})")
     p.add_argument("--eval-puzzles", type=positive, help=f"size of that batch (default {d.eval_puzzles})")
     p.add_argument("--eval-steps", type=positive, help=f"DDIM steps for that check (default {d.eval_steps})")
     p.add_argument("--paper", action=argparse.BooleanOptionalAction, default=None,
@@ -163,7 +175,8 @@ def add_train_flags(p, defaults):
                         "sets one per process)")
     p.add_argument("--log-every", type=positive, default=50,
                    help="log the mean losses every N steps (reading them syncs the device, so not every step)")
-    p.add_argument("--workers", type=int, default=1, help="data-loading processes (0 = in the main process)")
+    p.add_argument("--workers", type=non_negative, default=1,
+                   help="data-loading processes (0 = in the main process)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (GPU speed-up)")
 
 

@@ -95,7 +95,8 @@ def order_clips(solver, clips, pins):
                         f"{len(clips)}; give exactly {puzzle.pieces} (a bag of clips with pieces missing cannot be "
                         "ordered)")
     if len(pins) != 1 or any(slot != 0 for slot in pins.values()):
-        raise UserError("a video model is told which piece comes first, its anchor: pin it (--pin FILE=0)")
+        raise UserError("a video model is told which piece comes first, its anchor: pin it (sample.py --pin FILE=0; "
+                        "Solver.solve pins={index: 0})")
     frames = [clip_frames(c, puzzle, name) for name, c in clips.items()]
     first = next(iter(pins))
     order = [first] + [i for i in range(len(clips)) if i != first]         # the first piece in front, as trained
@@ -120,9 +121,11 @@ def check_pins(pins, n, grid, anchored):
     """{piece index: (row, col)} of the pinned pieces, each inside the grid and on a cell of its own; a model trained
     with an anchor needs one, one without cannot use any. Raises UserError naming what is wrong."""
     if pins and not anchored:
-        raise UserError("this model was trained without --anchor, so it cannot use a pinned piece; drop --pin")
+        raise UserError("this model was trained without --anchor, so it cannot use a pinned piece; drop --pin (or "
+                        "Solver.solve's pins)")
     if anchored and not pins:
-        raise UserError("this model was trained with --anchor: pin a piece whose place you know (--pin FILE=ROW,COL)")
+        raise UserError("this model was trained with --anchor: pin a piece whose place you know (sample.py --pin "
+                        "FILE=ROW,COL; Solver.solve pins={index: (row, col)})")
     for i, (r, c) in pins.items():
         if not (0 <= i < n and 0 <= r < grid[0] and 0 <= c < grid[1]):
             raise UserError(f"pin ({r}, {c}) is outside the {grid[0]}x{grid[1]} grid (rows and columns count from 0)")

@@ -135,7 +135,8 @@ def check_val_size(puzzles):
     """--calibrate's val set: at least CALIBRATION_PUZZLES puzzles (sample.py checks before it solves)."""
     if puzzles < CALIBRATION_PUZZLES:
         raise UserError(f"--calibrate needs at least {CALIBRATION_PUZZLES} puzzles to fit on, and would solve "
-                        f"{puzzles}; raise --num-puzzles or --repeats (passes with fresh noise)")
+                        f"{puzzles}; raise --repeats (passes with fresh noise), or --num-puzzles where the val split "
+                        "holds more")
 
 
 def calibrate(path, split, solver, found):

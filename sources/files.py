@@ -14,7 +14,8 @@ read through it; `python train_image.py --dataset folder --data-dir DIR` is the 
 - Splits (`split_files`): train, val (training's held-out check, model selection) and test (scored once), which
   never share a file: test/ (else val/) is the test split; val/ is the val split when test/ exists too, else a
   fixed ~10% of train/ chosen by a hash of the file name (imagenet: 2/256, HELD_OUT); without a test folder a fixed
-  ~5% of train/ (or of a flat folder) is the test split.
+  ~5% of train/ (or of a flat folder) is the test split. UCF101's clips are split by group (`band`): groups 1-7 are
+  its test split, as in its official split 1.
 
     files = split_files("photos", "train", "folder", list_images, "images", IMAGE_EXTS)
     img = fit_image(Image.open(files[0]), 48, 48)                           # (48, 48, 3) in [0, 1]
@@ -48,6 +49,10 @@ ENDLESS = 2 ** 62                                          # length of an unlimi
 HELD_OUT = {"jpwleg3": (2000 / 12000, 1000 / 12000), "imagenet": (0.05, 2 / 256)}
 TEST_FRACTION, VAL_FRACTION = 0.05, 0.10
 VIEW_SCALE = (0.3, 1.0)                                    # a training view's side, of the largest box (random_crop)
+# UCF101 comes as <class>/v_<class>_gGG_cCC.avi: the clips of one group GG are cut from one longer video, so a split
+# keeps each group whole. Its official split 1 (the paper's 9,537 training and 3,783 test videos) tests on groups 1-7
+UCF_CLIP = re.compile(r"^(v_.+_g(\d+))_c\d+", re.IGNORECASE)
+UCF_TEST_GROUPS = 7
 EVAL_FOLDERS = ("test", "val", "validation")               # held-out subfolders, the first found is the test split
 
 
@@ -73,6 +78,18 @@ def hashed_split(path, root, fractions=(TEST_FRACTION, VAL_FRACTION)):
     u = hashlib.md5(os.path.relpath(path, root).encode()).digest()[0] / 256
     test, val = fractions
     return "test" if u < test else "val" if u < test + val else "train"
+
+
+def band(path, root, dataset, fractions):
+    """The split a file of train/ (or of a flat folder) falls in: hashed_split of its path, or for a UCF101 clip (named
+    v_CLASS_gGG_cCC) of its group: groups 1-7 test (the official split 1), the others val by a hash of the group (a
+    share fractions[1] of them) or train."""
+    clip = UCF_CLIP.match(os.path.splitext(os.path.basename(path))[0]) if dataset == "ucf101" else None
+    if clip is None:
+        return hashed_split(path, root, fractions)
+    if int(clip.group(2)) <= UCF_TEST_GROUPS:
+        return "test"
+    return hashed_split(os.path.join(root, clip.group(1)), root, (0.0, fractions[1]))
 
 
 def fingerprint(files, data_dir, splits):
@@ -152,8 +169,8 @@ def split_files(data_dir, split, dataset, lister, what, exts):
         root = train_dir if has_train else data_dir
         held_out = set() if val_dir else {"val"} if evals else {"val", "test"}   # bands not kept for training
         fractions = HELD_OUT.get(dataset, (TEST_FRACTION, VAL_FRACTION))
-        files = [f for f in lister(root) if (band := hashed_split(f, root, fractions)) == split
-                 or split == "train" and band not in held_out]
+        files = [f for f in lister(root) if (part := band(f, root, dataset, fractions)) == split
+                 or split == "train" and part not in held_out]
     if not files and split != "train" and lister(train_dir if has_train else data_dir):
         fix = (f"add more training {what} (the val split is a hashed share of train/, since {evals[0]}/ is the test "
                f"split), or a test/ folder beside {evals[0]}/ to make {evals[0]}/ the val split") \

@@ -21,7 +21,7 @@ import train_video
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError
 from plumbing.training import check_processes, resume_or_init
-from sources.files import HELD_OUT, fingerprint, hashed_split
+from sources.files import HELD_OUT, TEST_FRACTION, VAL_FRACTION, band, fingerprint, hashed_split
 
 # ----------------------------------------------------------------------------- fixtures in the real layouts
 
@@ -63,8 +63,8 @@ def mnist_seq(root, clips=12):
 
 
 def video_folder(root):
-    """A UCF101-like video folder with class subfolders: {train,val,test}/<class>/<clip>.gif, 128 frames each (the
-    paper's 8 pieces x 4 frames at CLEVRER's stride 4)."""
+    """A CLEVRER- or QST-like video folder with class subfolders: {train,val,test}/<class>/<clip>.gif, 128 frames
+    each (the paper's 8 pieces x 4 frames at CLEVRER's stride 4)."""
     rng = np.random.default_rng(0)
     for i, rel in enumerate(("train/ApplyEyeMakeup", "train/Archery", "val/Archery", "test/ApplyEyeMakeup")):
         (root / rel).mkdir(parents=True)
@@ -72,8 +72,23 @@ def video_folder(root):
     return root
 
 
+def ucf101(root):
+    """UCF101 as it ships: <class>/v_<class>_gGG_cCC clips, no split folders (the real ones are .avi; .gif here, which
+    needs no ffmpeg). Groups 1-7 are the test split; of the others, one whose hash puts it in val, one in train."""
+    rng = np.random.default_rng(0)
+    for name in ("ApplyEyeMakeup", "Archery"):
+        (root / name).mkdir(parents=True)
+        later = [g for g in range(8, 26) if band(f"{root}/{name}/v_{name}_g{g:02d}_c01.gif", str(root), "ucf101",
+                                                 (TEST_FRACTION, VAL_FRACTION)) == "val"][:1]
+        for g in (1, *later, 9 if later != [9] else 10):
+            for c in (1, 2):
+                iio.imwrite(root / name / f"v_{name}_g{g:02d}_c{c:02d}.gif",
+                            rng.integers(0, 256, (128, 16, 16, 3), np.uint8), duration=100, loop=0)
+    return root
+
+
 LAYOUTS = {"imagenet": imagenet, "jpwleg3": jpwleg3, "movingmnist": mnist_seq, "clevrer": video_folder,
-           "ucf101": video_folder, "qst": video_folder}
+           "ucf101": ucf101, "qst": video_folder}
 
 
 @pytest.fixture(scope="module")

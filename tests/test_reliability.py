@@ -132,7 +132,8 @@ def test_truncated_and_wrong_kind_checkpoints(image_ckpt, tmp_path):
     with pytest.raises(UserError, match="truncated"):
         sample_run("--ckpt", cut, "--out", tmp_path)
     video = video_checkpoint(tmp_path / "video.pt")
-    with pytest.raises(UserError, match="is a video model, not a image model"):
+    with pytest.raises(UserError, match="is a video model, not an image model; pass it to train_video.py, or give "
+                                        "this command a train_image.py checkpoint$"):
         train_image_run("--resume", video, "--out", tmp_path)
     with pytest.raises(UserError, match=r"--pieces does not apply to .*video.pt, a video model; its inputs are "
                                         "--frames, --superres and --video"):

@@ -128,3 +128,20 @@ def test_an_imagenet_layout_with_too_few_training_images_names_the_real_fix(tmp_
     with pytest.raises(UserError, match=r"add more training images \(the val split is a hashed share of train/, since "
                                         r"val/ is the test split\), or a test/ folder beside val/"):
         split_files(str(tmp_path), "val", "imagenet", list_images, "images", IMAGE_EXTS)
+
+
+def test_ucf101_splits_keep_each_group_whole_and_test_on_groups_1_to_7(tmp_path):
+    """UCF101's clips of one group are cuts of one video: a group never straddles two splits (official split 1)."""
+    from sources.files import list_videos
+    for name in ("Archery", "Bowling"):
+        (tmp_path / name).mkdir()
+        for g in range(1, 26):
+            for c in range(1, 4):
+                (tmp_path / name / f"v_{name}_g{g:02d}_c{c:02d}.avi").write_bytes(b"")
+    parts = {s: split_files(str(tmp_path), s, "ucf101", list_videos, "videos", (".avi",))
+             for s in ("train", "val", "test")}
+    group = {s: {f.rsplit("_c", 1)[0] for f in files} for s, files in parts.items()}
+    train, val, test = group["train"], group["val"], group["test"]
+    assert not train & val and not train & test and not val & test
+    assert {int(g[-2:]) for g in test} == set(range(1, 8)) and len(parts["test"]) == 2 * 7 * 3
+    assert val and sum(map(len, parts.values())) == 2 * 25 * 3

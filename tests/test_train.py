@@ -6,6 +6,9 @@ import pytest
 import torch
 from conftest import TINY_IMAGE, run, train_image_run
 
+import sample
+import train_image
+import train_video
 from plumbing.checkpoint import Config, load_checkpoint
 from plumbing.cli import UserError
 
@@ -258,3 +261,12 @@ def test_removed_ema_decay_flag_says_what_to_do_instead(capsys):
     err = capsys.readouterr().err
     assert "--ema-decay was removed: in every recipe the EMA of the weights used for sampling decays at" in err
     assert "at most 0.999; drop the flag" in err
+
+
+@pytest.mark.parametrize("script,flag", [(train_image, "--warmup"), (train_image, "--seed"), (train_video, "--workers"),
+                                         (train_video, "--eval-every"), (sample, "--seed"), (sample, "--superres")])
+def test_counts_below_zero_are_refused_by_the_parser(script, flag, capsys):
+    flags = ["--ckpt", "x.pt"] if script is sample else []
+    with pytest.raises(SystemExit) as stop:
+        script.get_parser().parse_args([*flags, flag, "-1"])
+    assert stop.value.code == 2 and f"argument {flag}: must be at least 0, got -1" in capsys.readouterr().err

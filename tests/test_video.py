@@ -285,6 +285,13 @@ def test_trained_model_orders_clips(tmp_path):
     assert m["kendall"] <= 0.1 and m["exact"] >= 0.75, m
 
 
+def test_superres_needs_a_model_trained_with_missing_pieces(tmp_path):
+    with pytest.raises(UserError, match=r"^--superres generates pieces, and .*video-digits-5x4.pt trained without "
+                                        r"missing pieces \(--missing 0\), so it cannot; use a video model trained "
+                                        r"with --missing K$"):
+        sample_run("--ckpt", DIGITS_CKPT, "--superres", "1", "--out", tmp_path)
+
+
 def test_superres(video_ckpt, tmp_path):
     sample_run("--ckpt", video_ckpt, "--superres", "1", "--num-puzzles", "2", "--steps", "2", "--out", tmp_path)
     red = red_pixels(tmp_path / "superres.gif")
