@@ -53,7 +53,11 @@ VIEW_SCALE = (0.3, 1.0)                                    # a training view's s
 # keeps each group whole. Its official split 1 (the paper's 9,537 training and 3,783 test videos) tests on groups 1-7
 UCF_CLIP = re.compile(r"^(v_.+_g(\d+))_c\d+", re.IGNORECASE)
 UCF_TEST_GROUPS = 7
-EVAL_FOLDERS = ("test", "val", "validation")               # held-out subfolders, the first found is the test split
+# split subfolders, with the names CLEVRER's videos are often unpacked under (video_train/, video_validation/,
+# video_test/: its 10,000 / 5,000 / 5,000); of the held-out ones, the first found is the test split
+TRAIN_FOLDERS = ("train", "video_train")
+TEST_FOLDERS = ("test", "video_test")
+EVAL_FOLDERS = (*TEST_FOLDERS, "val", "validation", "video_validation")
 
 
 # ----------------------------------------------------------------------------
@@ -148,19 +152,21 @@ def split_files(data_dir, split, dataset, lister, what, exts):
       folder; imagenet 2/256, HELD_OUT) next to the test band, so training's held-out check never reads the test
       split.
     - train: train/ (or the flat folder) without the bands held out above.
-    `what` and `exts` are for the messages.
+    CLEVRER's video_train/, video_validation/ and video_test/ count as train/, validation/ and test/. `what` and
+    `exts` are for the messages.
     """
     if not data_dir:
         raise UserError(f"--dataset {dataset} needs --data-dir pointing at a folder of {what}")
     if not os.path.isdir(data_dir):
         raise UserError(f"--data-dir {data_dir} does not exist or is not a folder; pass a folder of {what}")
-    train_dir = os.path.join(data_dir, "train")
+    train_dir = next((os.path.join(data_dir, n) for n in TRAIN_FOLDERS if os.path.isdir(os.path.join(data_dir, n))),
+                     os.path.join(data_dir, "train"))
     evals = [n for n in EVAL_FOLDERS if os.path.isdir(os.path.join(data_dir, n))]
     has_train = os.path.isdir(train_dir)
     if evals and not has_train and split != "test":           # a folder of test images only: nothing to train on
         raise UserError(f"--data-dir {data_dir} has {evals[0]}/ but no train/ folder; add train/ with the training "
                         f"{what} (the test {what} are never trained on)")
-    val_dir = "test" in evals and len(evals) > 1               # test/ and val/ (or validation/): val is a folder
+    val_dir = len(evals) > 1 and evals[0] in TEST_FOLDERS      # test/ and val/ (or validation/): val is a folder
     if split == "test" and evals:
         files = lister(os.path.join(data_dir, evals[0]))
     elif split == "val" and val_dir:

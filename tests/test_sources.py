@@ -1,5 +1,6 @@
 """Image and video files (sources/files.py): disjoint train/val/test splits in every folder layout, fresh photo
 views."""
+import os
 from dataclasses import asdict
 
 import numpy as np
@@ -145,3 +146,18 @@ def test_ucf101_splits_keep_each_group_whole_and_test_on_groups_1_to_7(tmp_path)
     assert not train & val and not train & test and not val & test
     assert {int(g[-2:]) for g in test} == set(range(1, 8)) and len(parts["test"]) == 2 * 7 * 3
     assert val and sum(map(len, parts.values())) == 2 * 25 * 3
+
+
+def test_clevrer_folders_are_its_three_splits(tmp_path):
+    """CLEVRER unpacked as video_train/, video_validation/ and video_test/ (each in folders of 1000 videos): the
+    paper's 10,000 / 5,000 / 5,000 split, not a hashed share of all of them."""
+    from sources.files import list_videos
+    for split, first in (("video_train", 0), ("video_validation", 10000), ("video_test", 15000)):
+        folder = tmp_path / split / f"video_{first:05d}-{first + 1000:05d}"
+        folder.mkdir(parents=True)
+        for i in range(first, first + 4):
+            (folder / f"video_{i:05d}.mp4").write_bytes(b"")
+    parts = {s: split_files(str(tmp_path), s, "clevrer", list_videos, "videos", (".mp4",))
+             for s in ("train", "val", "test")}
+    for split, folder in (("train", "video_train"), ("val", "video_validation"), ("test", "video_test")):
+        assert len(parts[split]) == 4 and all(f"{os.sep}{folder}{os.sep}" in f for f in parts[split]), split
