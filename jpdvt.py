@@ -26,9 +26,9 @@ Read this file after posenc.py and diffusion.py; the networks are in dit.py and 
 - solve (inference): sample the codes (and missing content), then match the pieces to the true positions one to one by
   code distance: Hungarian, the least total distance, or greedy, each piece in turn the nearest free position, as the
   paper's text describes it (metrics.py). A piece whose code is told keeps its cell. A missing piece takes part like
-  the others, as in the paper, which generates the positions of given and missing pieces alike: the cell its generated
-  code gets is where its generated content goes, and it can take a real piece's cell (the displaced real piece then
-  counts as wrong).
+  the others, as in the paper, which generates the positions of given and missing pieces alike: nobody knows which
+  cells the missing pieces came from, so its generated code may win any cell. The cell it gets is where its
+  generated content goes, and it can take a real piece's cell (the displaced real piece then counts as wrong).
 - Temporal super-resolution (a video use of the same solve, the supplement's): the code of every given piece is
   told, and only the missing pieces between them are generated.
 - Images / Videos (kind_of(config)): the table of true codes, the network, the puzzle stream and the scores of each.
@@ -145,7 +145,9 @@ def solve(model, diffusion, batch, table, opts, given, latent=False):
     """
     Returns (positions (B, N) int array: predicted position of each piece, content with missing pieces generated):
     code_costs, then a one-to-one assignment of pieces to positions (Hungarian, or the paper's greedy rule). With
-    opts.samples = K, the K samples are assigned on their mean distance to each true code (a small ensemble).
+    opts.samples = K, the K samples are assigned on their mean distance to each true code (a small ensemble): a mean
+    of distances keeps each sample's vote, where a mean of codes from samples that chose different cells would sit
+    between them, near neither.
     """
     cost, generated = code_costs(model, diffusion, batch, table=table, opts=opts, given=given, latent=latent)
     return assign_batch(cost, opts.assign, pinned=pinned_cells(batch, given)), generated      # (B, N)
@@ -203,8 +205,9 @@ class Videos:
         return VideoPuzzles(self.p, split, seed)
 
     def score(self, positions, batch):
-        """Kendall distance and exact order of predicted slots (B, N), strict and with generated pieces as a set, and
-        the authors' reversible Kendall distance (metrics.json says what each counts: sample.REPORT's "counted")."""
+        """Kendall distance and exact order of predicted slots (B, N), strict (the README's figures) and with generated
+        pieces as a set (which generated piece fills which missing slot is arbitrary), and the authors' reversible
+        Kendall distance (metrics.json says what each counts: sample.REPORT's "counted")."""
         true_pos, missing = batch["true_pos"].cpu().numpy(), batch["missing"].cpu().numpy()
         as_set = relabel_generated(positions, true_pos, missing)
         return {"kendall": float(np.mean(kendall_distance(positions, true_pos))),

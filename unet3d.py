@@ -3,11 +3,13 @@ Pseudo-3D U-Net that denoises temporal jigsaw puzzles (video JPDVT).
 
 Paper: "Solving temporal jigsaw puzzles" (Sec. 3.2 of the paper), the supplement's "Video Experiments" and
 Table "Hyperparameters in the downsampling blocks": a Make-A-Video style U-Net (4 down blocks, a middle block,
-4 up blocks; "3 P-3D conv layers" per block, 8 heads x 64). Where ours differs from the supplement's text ("Within
-each block, there are multiple pseudo-3D convolutional layers, a pseudo-3D attention layer"): a block (`Level`) is
-`layers_per_block` (paper config 3: the table's "3 P-3D conv layers" read as 3 resnet blocks of two 3x3 convs
-each), and every resnet block is followed by its own 2D+1D attention layer (at the levels in `attn_levels`), so
-3 attention layers per block, not one; the middle block is resnet, attention, resnet. As in the paper (Sec. 3.2),
+4 up blocks; "3 P-3D conv layers" per block, 8 heads x 64). How the supplement's blocks map to this code:
+- a block (`Level`) holds `layers_per_block` resnet blocks of two 3x3 convs each (paper config 3: the table's
+  "3 P-3D conv layers");
+- every resnet block is followed by its own 2D+1D attention layer (at the levels in `attn_levels`), so a block has 3
+  attention layers where the text says "a pseudo-3D attention layer": a deviation;
+- the middle block is resnet, attention, resnet.
+As in the paper (Sec. 3.2),
 - the convolutions are only 2D spatial ones, applied to every frame on its own (no temporal convolution), and
 - the 2D+1D attention has no temporal position embedding,
 so that the model is equivariant to a permutation of the (shuffled) pieces: the pieces' order is carried only by
