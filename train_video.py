@@ -105,7 +105,8 @@ def get_parser():
     p.add_argument("--data-dir", default=None,
                    help="movingmnist: a folder with the MNIST IDX files (clips generated) or mnist_test_seq.npy; "
                         "videos, clevrer, ucf101, qst: a folder of video files or frame folders (train/ and val/ or "
-                        "test/ subfolders are used if present)")
+                        "test/ subfolders are used if present, and CLEVRER's video_train/, video_validation/ and "
+                        "video_test/; UCF101 as it ships is split by clip group)")
     p.add_argument("--pieces", type=int, help="pieces per puzzle; the first stays first (the anchor; default 5)")
     p.add_argument("--frames-per-piece", type=int, help="consecutive frames in each piece (default 4)")
     p.add_argument("--curriculum", type=int, nargs=2, metavar=("FIRST", "STEPS"),

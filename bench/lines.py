@@ -17,10 +17,11 @@ def git(*args):
 
 
 def count():
-    """(commit, {lines, root_lines, method_lines, FOLDER_lines}) of HEAD's committed .py files outside tests/ and
-    bench/, each file as committed; method_lines: READ_FIRST, the files a student reads first."""
+    """(commit, {lines, root_lines, read_first_lines, FOLDER_lines}) of HEAD's committed .py files outside tests/
+    and bench/, each file as committed; read_first_lines: READ_FIRST, the files a student reads first (README, "How
+    to read this code")."""
     commit = git("rev-parse", "--short", "HEAD").strip()
-    parts = {"lines": 0, "root_lines": 0, "method_lines": 0}
+    parts = {"lines": 0, "root_lines": 0, "read_first_lines": 0}
     for path in git("ls-tree", "-r", "--name-only", "HEAD").split():
         if not path.endswith(".py") or path.startswith(("tests/", "bench/")):
             continue
@@ -28,5 +29,5 @@ def count():
         part = path.split("/")[0] + "_lines" if "/" in path else "root_lines"
         parts["lines"] += n
         parts[part] = parts.get(part, 0) + n
-        parts["method_lines"] += n if path in READ_FIRST else 0
+        parts["read_first_lines"] += n if path in READ_FIRST else 0
     return commit, parts

@@ -51,7 +51,7 @@ KEYS = ["piece_acc", "puzzle_acc", "kendall", "exact", "kendall_set", "exact_set
         "auroc_noise", "auroc_seam_mixed", "auroc_seam_noise", "auroc_ink_mixed", "auroc_ink_noise",
         "mean_puzzle_confidence", "puzzle_above_weakest_piece",
         "mixed_mean_confidence", "noise_mean_confidence", "git_MiB", "checkpoints_MiB", "params_M_min", "params_M_max",
-        "lines", "root_lines", "method_lines", "sources_lines", "solving_lines", "plumbing_lines", "configs_lines"]
+        "lines", "root_lines", "read_first_lines", "sources_lines", "solving_lines", "plumbing_lines", "configs_lines"]
 
 
 def seconds(x):
@@ -117,7 +117,7 @@ GROUPS = {
     "walkthrough": ("The walkthrough's model (`checkpoints/image-shapes-3x3-anchor-missing.pt`)", None),
     "fresh-seed": ("The README's video figures: each shipped video model once, its own estimator, test clips of a "
                    "seed no choice has seen", "`python -m bench fresh-seed` (frame chaining: `fresh-seed-baselines`)"),
-    "lines": ("Lines of Python outside tests/ and bench/ (the method files: README, 'How to read this code')",
+    "lines": ("Lines of Python outside tests/ and bench/ (read first: README, 'How to read this code', steps 1-7)",
               "`python -m bench lines`"),
     "gpu": ("The lent GPU: training runs",
             "on the device `python -m bench.gpu --photos .photos --out $OUT --runs /tmp/runs --photo-seconds 200 "

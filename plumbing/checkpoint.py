@@ -58,6 +58,11 @@ def process_alive(pid):
     return True
 
 
+def article(kind):
+    """'an' before "image", 'a' before "video"."""
+    return "an" if kind == "image" else "a"
+
+
 def load_checkpoint(path, kind=None):
     """Load safely (weights_only: no code runs); kind = "image" | "video" checks what the checkpoint holds."""
     if not os.path.isfile(path):
@@ -78,9 +83,9 @@ def load_checkpoint(path, kind=None):
     ckpt["removed"] = removed_settings(ckpt["config"])
     ckpt["config"] = Config.from_dict(ckpt["config"], path)
     if kind is not None and ckpt["config"].kind != kind:
-        raise UserError(f"checkpoint {path} is a {ckpt['config'].kind} model, not {'an' if kind == 'image' else 'a'} "
-                        f"{kind} model; pass it to train_{ckpt['config'].kind}.py, or give this command a "
-                        f"train_{kind}.py checkpoint")
+        have = ckpt["config"].kind
+        raise UserError(f"checkpoint {path} is {article(have)} {have} model, not {article(kind)} {kind} model; pass "
+                        f"it to train_{have}.py, or give this command a train_{kind}.py checkpoint")
     return ckpt
 
 

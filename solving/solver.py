@@ -41,7 +41,8 @@ class Solver(Calibrated):
         # a machine busy with other work, a thread per core makes the solve's threads wait on each other
         self.data = ckpt.get("data")                              # training files' record (sources.files.split_seen)
         self.calibration = ckpt.get("calibration")                # solving.confidence.calibrate's tables, fitted on val
-        self.generates = ckpt["config"].puzzle.missing > 0        # trained with missing pieces: generates them
+        self.trained_missing = ckpt["config"].puzzle.missing     # up to this many pieces missing in training
+        self.generates = self.trained_missing > 0                 # trained with missing pieces: generates them
         self.kind = kind_of(config)
         if self.kind.vae:
             check_autoencoder(self.kind.vae, (self.data or {}).get("vae"))

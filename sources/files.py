@@ -50,7 +50,8 @@ HELD_OUT = {"jpwleg3": (2000 / 12000, 1000 / 12000), "imagenet": (0.05, 2 / 256)
 TEST_FRACTION, VAL_FRACTION = 0.05, 0.10
 VIEW_SCALE = (0.3, 1.0)                                    # a training view's side, of the largest box (random_crop)
 # UCF101 comes as <class>/v_<class>_gGG_cCC.avi: the clips of one group GG are cut from one longer video, so a split
-# keeps each group whole. Its official split 1 (the paper's 9,537 training and 3,783 test videos) tests on groups 1-7
+# keeps each group whole. Its official split 1 (the paper's 3,783 test videos) tests on groups 1-7; val is a hashed
+# tenth of the other groups, so about 8,600 of the split's 9,537 training videos train
 UCF_CLIP = re.compile(r"^(v_.+_g(\d+))_c\d+", re.IGNORECASE)
 UCF_TEST_GROUPS = 7
 # split subfolders, with the names CLEVRER's videos are often unpacked under (video_train/, video_validation/,
@@ -164,13 +165,14 @@ def split_files(data_dir, split, dataset, lister, what, exts):
     evals = [n for n in EVAL_FOLDERS if os.path.isdir(os.path.join(data_dir, n))]
     has_train = os.path.isdir(train_dir)
     if evals and not has_train and split != "test":           # a folder of test images only: nothing to train on
-        raise UserError(f"--data-dir {data_dir} has {evals[0]}/ but no train/ folder; add train/ with the training "
-                        f"{what} (the test {what} are never trained on)")
-    val_dir = len(evals) > 1 and evals[0] in TEST_FOLDERS      # test/ and val/ (or validation/): val is a folder
+        raise UserError(f"--data-dir {data_dir} has {evals[0]}/ but no train/ (or video_train/) folder; add train/ "
+                        f"with the training {what} (the test {what} are never trained on)")
+    vals = [n for n in evals if n not in TEST_FOLDERS]
+    val_dir = bool(vals) and evals[0] in TEST_FOLDERS           # test/ and val/ (or validation/): val is a folder
     if split == "test" and evals:
         files = lister(os.path.join(data_dir, evals[0]))
     elif split == "val" and val_dir:
-        files = lister(os.path.join(data_dir, evals[1]))
+        files = lister(os.path.join(data_dir, vals[0]))
     else:                                                      # bands of train/ (or of the flat folder) by hash
         root = train_dir if has_train else data_dir
         held_out = set() if val_dir else {"val"} if evals else {"val", "test"}   # bands not kept for training
@@ -178,8 +180,9 @@ def split_files(data_dir, split, dataset, lister, what, exts):
         files = [f for f in lister(root) if (part := band(f, root, dataset, fractions)) == split
                  or split == "train" and part not in held_out]
     if not files and split != "train" and lister(train_dir if has_train else data_dir):
-        fix = (f"add more training {what} (the val split is a hashed share of train/, since {evals[0]}/ is the test "
-               f"split), or a test/ folder beside {evals[0]}/ to make {evals[0]}/ the val split") \
+        fix = (f"add more training {what} (the val split is a hashed share of {os.path.basename(train_dir)}/, since "
+               f"{evals[0]}/ is the test split), or a test/ folder beside {evals[0]}/ to make {evals[0]}/ the val "
+               "split") \
             if split == "val" and evals else f"add a {split}/ subfolder with a few {what}"
         raise UserError(f"--data-dir {data_dir} has too few {what} for its automatic {split} split (none fell in "
                         f"it); {fix}")

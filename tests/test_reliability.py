@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, TINY_IMAGE, assert_one_line_error, py, sample_run, train_image_run
+from conftest import ROOT, TINY_IMAGE, assert_one_line_error, py, sample_run, train_image_run, train_video_run
 from PIL import Image
 
 import sample
@@ -135,6 +135,8 @@ def test_truncated_and_wrong_kind_checkpoints(image_ckpt, tmp_path):
     with pytest.raises(UserError, match="is a video model, not an image model; pass it to train_video.py, or give "
                                         "this command a train_image.py checkpoint$"):
         train_image_run("--resume", video, "--out", tmp_path)
+    with pytest.raises(UserError, match="is an image model, not a video model; pass it to train_image.py"):
+        train_video_run("--init", image_ckpt, "--out", tmp_path)
     with pytest.raises(UserError, match=r"--pieces does not apply to .*video.pt, a video model; its inputs are "
                                         "--frames, --superres and --video"):
         sample_run("--ckpt", video, "--pieces", tmp_path, "--out", tmp_path)

@@ -55,7 +55,7 @@ def test_splits_never_share_a_file(tmp_path, layout):
 def test_eval_folder_only_is_test_split_and_refuses_training(tmp_path, name):
     photos(tmp_path / name, 12)
     assert len(split_files(str(tmp_path), "test", "folder", list_images, "images", IMAGE_EXTS)) == 12
-    with pytest.raises(UserError, match="no train/ folder"):
+    with pytest.raises(UserError, match="no train/ \\(or video_train/\\) folder"):
         split_files(str(tmp_path), "train", "folder", list_images, "images", IMAGE_EXTS)
 
 
