@@ -135,7 +135,9 @@ class GaussianDiffusion:
         """One ancestral step x_t -> x_{t_prev} from the posterior q(x_{t_prev} | x_t, x0_hat) (t_prev = -1 ends)."""
         abar = extract(self.alphas_cumprod, t, xt.shape)
         abar_prev = extract(self.abar_ext, t_prev, xt.shape)
-        beta = 1 - abar / abar_prev                       # effective beta of this (possibly respaced) step
+        beta = 1 - abar / abar_prev                       # effective beta of this (possibly respaced) step: the
+        # jump t_prev -> t is itself one Gaussian step with alpha = abar / abar_prev, so DDPM's posterior applies to it
+        # with that beta (alpha_t = 1 - beta, abar_{t-1} = abar_prev): mean = c0 x0 + ct x_t, as in Ho et al. (7)
         mean = (abar_prev.sqrt() * beta * x0 + (1 - beta).sqrt() * (1 - abar_prev) * xt) / (1 - abar)
         var = beta * (1 - abar_prev) / (1 - abar)         # posterior variance, 0 at the last step
         return mean + var.sqrt() * noise
