@@ -36,13 +36,17 @@ def cut_into_files(folder, photo=COFFEE, side=90, seed=3, keep=9):
     return truth
 
 
-def test_readme_five_lines_run(tmp_path):
+def test_readme_cuts_a_photo_and_solves_it_in_five_lines():
+    """The README's two snippets, as a user runs them (in tmp_path, conftest): cut a photo, solve its pieces."""
     text = open(os.path.join(ROOT, "README.md")).read()
-    code = re.search(r"## Solve your own pieces.*?```python\n(.*?)```", text, flags=re.S).group(1)
-    assert len(code.strip().splitlines()) == 5
-    cut_into_files(tmp_path / "my_pieces")
-    exec(code.replace("checkpoints/", os.path.join(ROOT, "checkpoints") + "/"), {})     # in tmp_path (conftest)
-    assert Image.open(tmp_path / "solved.png").size[0] >= 3 * 60
+    section = text[text.index("## Solve your own pieces"):text.index("## Training")]
+    cut, solve = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert len(solve.strip().splitlines()) == 5
+    exec(cut.replace("docs/", os.path.join(ROOT, "docs") + "/"), {})
+    names = {}
+    exec(solve.replace("checkpoints/", os.path.join(ROOT, "checkpoints") + "/"), names)
+    assert names["result"].positions.tolist() == [[r, c] for r in range(3) for c in range(3)]    # files 00 ... 22
+    assert Image.open("solved.png").size[0] >= 3 * 100
 
 
 def test_a_photo_cut_into_files_is_solved(tmp_path):
