@@ -51,6 +51,7 @@ KEYS = ["piece_acc", "puzzle_acc", "kendall", "exact", "kendall_set", "exact_set
         "auroc_noise", "auroc_seam_mixed", "auroc_seam_noise", "auroc_ink_mixed", "auroc_ink_noise",
         "mean_puzzle_confidence", "puzzle_above_weakest_piece",
         "mixed_mean_confidence", "noise_mean_confidence", "git_MiB", "checkpoints_MiB", "params_M_min", "params_M_max",
+        "statements", "statements_missed", "statement_coverage",
         "lines", "root_lines", "read_first_lines", "sources_lines", "solving_lines", "plumbing_lines", "configs_lines"]
 
 
