@@ -28,7 +28,7 @@ from tqdm import tqdm
 from diffusion import SAMPLERS
 from jpdvt import SampleOptions, given_codes
 from metrics import ASSIGNERS
-from plumbing.checkpoint import load_checkpoint
+from plumbing.checkpoint import article, load_checkpoint
 from plumbing.cli import PRECISIONS, Removed, UserError, non_negative, positive, resolve_device, run_cli
 from puzzles import collate, to_device
 from solving.confidence import calibrate, check_val_size, gather, reliability_of
@@ -180,7 +180,7 @@ def main(args):
         if getattr(args, flag) and flag not in inputs:
             its = f"its input is --{inputs[0]}" if len(inputs) == 1 else \
                 f"its inputs are {', '.join('--' + f for f in inputs[:-1])} and --{inputs[-1]}"
-            raise UserError(f"--{flag} does not apply to {args.ckpt}, {'an' if config.kind == 'image' else 'a'} "
+            raise UserError(f"--{flag} does not apply to {args.ckpt}, {article(config.kind)} "
                             f"{config.kind} model; {its}")
     if args.video and not args.superres:
         raise UserError("--video names a clip to raise the frame rate of: add --superres K (to order pieces of your "

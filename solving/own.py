@@ -64,8 +64,9 @@ def superres(args, solver):
         raise UserError(f"--superres {k} does not fit this {pieces}-piece checkpoint (given pieces at 0, K+1, ... "
                         f"up to {pieces - 1}); use {' or '.join(map(str, valid)) or 'a checkpoint with more pieces'}")
     keep = np.arange(pieces) % (k + 1) == 0                   # time slots of the given (low-rate) pieces
-    if (~keep).sum() > solver.trained_missing:
-        print(f"note: --superres {k} generates {(~keep).sum()} of the {pieces} pieces, and this model trained with at "
+    generated = int((~keep).sum())
+    if generated > solver.trained_missing:
+        print(f"note: --superres {k} generates {generated} of the {pieces} pieces, and this model trained with at "
               f"most {solver.trained_missing} missing; expect poorer frames")
     if args.video:
         low = read_clip(args, puzzle, int(keep.sum()) * fpp)

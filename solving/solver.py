@@ -42,7 +42,6 @@ class Solver(Calibrated):
         self.data = ckpt.get("data")                              # training files' record (sources.files.split_seen)
         self.calibration = ckpt.get("calibration")                # solving.confidence.calibrate's tables, fitted on val
         self.trained_missing = ckpt["config"].puzzle.missing     # up to this many pieces missing in training
-        self.generates = self.trained_missing > 0                 # trained with missing pieces: generates them
         self.kind = kind_of(config)
         if self.kind.vae:
             check_autoencoder(self.kind.vae, (self.data or {}).get("vae"))
@@ -52,6 +51,11 @@ class Solver(Calibrated):
         self.model.to(device).eval()
         self.diffusion = GaussianDiffusion(1000, config.prediction)
         self.table = self.kind.table().to(device)
+
+    @property
+    def generates(self):
+        """Trained with missing pieces, so it generates their content."""
+        return self.trained_missing > 0
 
     @classmethod
     def load(cls, path, device="auto"):

@@ -160,10 +160,10 @@ def split_files(data_dir, split, dataset, lister, what, exts):
         raise UserError(f"--dataset {dataset} needs --data-dir pointing at a folder of {what}")
     if not os.path.isdir(data_dir):
         raise UserError(f"--data-dir {data_dir} does not exist or is not a folder; pass a folder of {what}")
-    train_dir = next((os.path.join(data_dir, n) for n in TRAIN_FOLDERS if os.path.isdir(os.path.join(data_dir, n))),
-                     os.path.join(data_dir, "train"))
+    trains = [n for n in TRAIN_FOLDERS if os.path.isdir(os.path.join(data_dir, n))]
     evals = [n for n in EVAL_FOLDERS if os.path.isdir(os.path.join(data_dir, n))]
-    has_train = os.path.isdir(train_dir)
+    has_train = bool(trains)
+    train_dir = os.path.join(data_dir, trains[0]) if trains else data_dir      # where the training files are
     if evals and not has_train and split != "test":           # a folder of test images only: nothing to train on
         raise UserError(f"--data-dir {data_dir} has {evals[0]}/ but no train/ (or video_train/) folder; add train/ "
                         f"with the training {what} (the test {what} are never trained on)")
@@ -174,12 +174,11 @@ def split_files(data_dir, split, dataset, lister, what, exts):
     elif split == "val" and val_dir:
         files = lister(os.path.join(data_dir, vals[0]))
     else:                                                      # bands of train/ (or of the flat folder) by hash
-        root = train_dir if has_train else data_dir
         held_out = set() if val_dir else {"val"} if evals else {"val", "test"}   # bands not kept for training
         fractions = HELD_OUT.get(dataset, (TEST_FRACTION, VAL_FRACTION))
-        files = [f for f in lister(root) if (part := band(f, root, dataset, fractions)) == split
+        files = [f for f in lister(train_dir) if (part := band(f, train_dir, dataset, fractions)) == split
                  or split == "train" and part not in held_out]
-    if not files and split != "train" and lister(train_dir if has_train else data_dir):
+    if not files and split != "train" and lister(train_dir):
         fix = (f"add more training {what} (the val split is a hashed share of {os.path.basename(train_dir)}/, since "
                f"{evals[0]}/ is the test split), or a test/ folder beside {evals[0]}/ to make {evals[0]}/ the val "
                "split") \
