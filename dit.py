@@ -26,12 +26,19 @@ class DiTConfig:
     piece_size: int = 16      # pixels per side of a piece
     patch_size: int = 8       # ViT patch; a piece is (piece_size / patch_size)^2 tokens
     in_channels: int = 3
-    code_dim: int = 32         # the paper's 2D positional code
+    code_dim: int = 32         # the paper's 2D positional code (the authors' released code: 8)
+    codes: str = "piece"       # CODES: one noisy code per piece, or the authors' copy on every token
     hidden: int = 128
     depth: int = 4
     heads: int = 4
     mlp_dim: int = 512
 
+
+# How the network reads and writes the positional codes. "token" is the authors' released image code
+# (image_model/diffusion/gaussian_diffusion.py): the piece's code is copied onto each of its K tokens, every copy is
+# noised on its own, and the network reads and writes one code per token; the solver averages a piece's K codes.
+CODES = {"piece": "one code per piece, added to all its tokens, pooled out (the paper's text)",
+         "token": "a copy of the code on every token, each noised on its own (the authors' released code)"}
 
 CONFIGS = {
     "tiny": DiTConfig(patch_size=16, hidden=128, depth=4, heads=4, mlp_dim=512),   # CPU minutes: a token per piece
@@ -115,12 +122,13 @@ class FinalLayer(nn.Module):
         self.pixels = nn.Linear(dim, patch_pixels)
         self.code = nn.Sequential(nn.Linear(dim, dim), nn.SiLU(), nn.Linear(dim, code_dim))
 
-    def forward(self, x, c, n):
+    def forward(self, x, c, n, per_token):
         shift, scale = self.adaLN_modulation(c).chunk(2, dim=1)
         x = modulate(self.norm(x), shift, scale)                  # (B, N*K, D), K tokens per piece
         b, l, d = x.shape
-        pooled = x.view(b, n, l // n, d).mean(2)                  # (B, N, D)
-        return self.code(pooled), self.pixels(x)
+        x = x.view(b, n, l // n, d)                               # (B, N, K, D)
+        code = self.code(x) if per_token else self.code(x.mean(2))  # (B, N, K, code_dim) or (B, N, code_dim)
+        return code, self.pixels(x.flatten(1, 2))
 
 
 class DiT(nn.Module):
@@ -175,18 +183,21 @@ class DiT(nn.Module):
 
     def forward(self, code, content, t, missing, given):
         """
-        code (B, N, code_dim) noisy positional codes; content (B, N, C, P, P); t (B,); missing, given (B, N) bool
-        (given: the pieces whose code is told, the anchor: jpdvt.given_codes).
-        Returns the predicted codes (B, N, code_dim) and content (B, N, C, P, P). K = tokens per piece.
+        code (B, N, code_dim) noisy positional codes, or (B, N, K, code_dim) with codes="token"; content (B, N, C,
+        P, P); t (B,); missing, given (B, N) bool (given: the pieces whose code is told, the anchor:
+        jpdvt.given_codes). Returns the predicted codes (the shape of `code`) and content (B, N, C, P, P). K = tokens
+        per piece.
         """
         b, n = code.shape[:2]
         k = self.tokens_per_side ** 2
         flags = missing.long() + 2 * given.long()                                # (B, N) in 0..3
-        piece = self.code_embed(code) + self.flag_embed(flags)                   # (B, N, D)
+        per_token = self.config.codes == "token"
+        codes = self.code_embed(code if per_token else code[:, :, None])         # (B, N, K or 1, D)
+        piece = codes + self.flag_embed(flags)[:, :, None]                       # (B, N, K or 1, D)
         x = self.patch_embed(self.patchify(content)).view(b, n, k, -1)           # (B, N, K, D)
-        x = (x + self.token_pos + piece[:, :, None]).flatten(1, 2)               # (B, N*K, D)
+        x = (x + self.token_pos + piece).flatten(1, 2)                           # (B, N*K, D)
         c = self.t_embed(t)                                                      # (B, D)
         for blk in self.blocks:
             x = blk(x, c)
-        code_out, pixels = self.final(x, c, n)
+        code_out, pixels = self.final(x, c, n, per_token)
         return code_out, self.unpatchify(pixels, n)

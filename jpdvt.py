@@ -128,15 +128,19 @@ def code_costs(model, diffusion, batch, table, opts, given, latent=False):
     """
     keep = ~batch["missing"]
     content = batch["content"] * keep.view(*keep.shape, *[1] * (batch["content"].dim() - 2))   # missing: zeros
-    start = {"code": table[batch["true_pos"]] * given[..., None], "content": content}  # untold codes: zeros (both
-    # are placeholders: sample() starts every generated entry from noise)
+    code = table[batch["true_pos"]]                                  # (B, N, D), or (B, N, K, D): a copy per token
+    start = {"code": code * given.view(*given.shape, *[1] * (code.dim() - 2)), "content": content}  # untold codes:
+    # zeros (both are placeholders: sample() starts every generated entry from noise)
     masks = {"code": ~given, "content": batch["missing"]}
     fn, b = model_fn(model, batch["missing"], given), len(content)
     cost, generated = 0, None
     for s in range(opts.samples):
         out = diffusion.sample(fn, start, masks, steps=opts.steps, sampler=opts.sampler, generator=opts.generator,
                                latent=("content",) if latent else (), callback=opts.callback if s == 0 else None)
-        cost = cost + torch.cdist(out["code"].float(), table[None].float().expand(b, -1, -1))  # (B, N, positions)
+        pred, cells = out["code"].float(), table.float()
+        if pred.dim() == 4:                    # a code per token (dit.CODES "token"): a piece's mean code, as the
+            pred, cells = pred.mean(2), cells[:, 0]      # authors' sampler averages its tokens' predictions
+        cost = cost + torch.cdist(pred, cells[None].expand(b, -1, -1))                      # (B, N, positions)
         generated = out["content"] if generated is None else generated
     return cost / opts.samples, generated
 
@@ -164,17 +168,23 @@ def pinned_cells(batch, given):
 # ----------------------------------------------------------------------------
 
 class Images:
-    """Image puzzles (train_image.py): an R x C grid of square pieces."""
+    """Image puzzles (train_image.py): an R x C grid of square pieces; `model` (a dit.DiTConfig) sets the codes."""
     network = DiT
 
-    def __init__(self, puzzle):
-        self.p = puzzle
+    def __init__(self, puzzle, model=None):
+        self.p, self.model = puzzle, model
         self.anchored = puzzle.anchor        # the code of the first shuffled piece (a random cell) is given
         self.vae = None                      # image pieces are always diffused in pixels
 
-    def table(self):
-        """(rows * cols, 32): the 2D code of every grid position, raster order."""
-        return grid_table(*self.p.grid)
+    def table(self, grid=None):
+        """(rows * cols, D): the 2D code of every grid position, raster order (D = 32, the model's code_dim); with
+        codes="token", (rows * cols, K, D): the same code copied onto each of a piece's K tokens."""
+        dim, codes = (self.model.code_dim, self.model.codes) if self.model else (32, "piece")
+        table = grid_table(*(grid or self.p.grid), dim=dim)
+        if codes == "token":
+            k = (self.model.piece_size // self.model.patch_size) ** 2
+            table = table[:, None].expand(-1, k, -1).contiguous()
+        return table
 
     def puzzles(self, split, seed):
         return ImagePuzzles(self.p, split, seed)
@@ -192,7 +202,7 @@ class Videos:
     """Temporal puzzles (train_video.py): a clip cut into pieces of consecutive frames; the first stays first."""
     network = UNet3D
 
-    def __init__(self, puzzle):
+    def __init__(self, puzzle, model=None):
         self.p = puzzle
         self.anchored = True                 # the first piece in time stays first and its code is given
         self.vae = puzzle.vae                # autoencoder folder: diffuse its latents (None: pixels)
@@ -221,9 +231,9 @@ KINDS = {"image": Images, "video": Videos}
 
 
 def kind_of(config):
-    """The kind of a Config or of its puzzle config, bound to that puzzle config."""
+    """The kind of a Config or of its puzzle config, bound to that puzzle config (and the Config's model config)."""
     puzzle = getattr(config, "puzzle", config)
-    return KINDS[puzzle.kind](puzzle)
+    return KINDS[puzzle.kind](puzzle, getattr(config, "model", None))
 
 
 # ----------------------------------------------------------------------------

@@ -133,6 +133,10 @@ def score_test_set(args, solver):
     if args.repeats > 1:
         metrics["passes"] = passes
     metrics.update({k: getattr(puzzle, k) for k in report["settings"]})
+    if puzzle.kind == "image":                   # the paper's text anchors a piece; the authors' released code does not
+        metrics["protocol"] = ("one piece's cell told (anchor, the paper's text), that piece not counted"
+                               if puzzle.anchor else "no piece's cell told (the authors' released code): every piece "
+                                                     "with content counted")
     found = [np.concatenate(part) for part in zip(*found)]   # piece margins, correct; puzzle margins, correct;
     # the puzzle of each piece
     if args.calibrate:

@@ -33,6 +33,7 @@ from plumbing.training import (
     micro_batches,
     no_sync,
     prepare_model,
+    process_draws,
     resume_or_init,
     setup_distributed,
 )
@@ -99,22 +100,23 @@ def train(config, train_set, eval_batch, ckpt=None, encode=None, notes=()):
     loader = log.timed(batches(train_set, tc, step, ranks=(rank, world), workers=run.workers,
                                pin=device.type == "cuda"))
     for batch in loader:
-        torch.manual_seed(tc.seed * 1_000_003 + step * world + rank)   # noise of this step: exact on resume
+        torch.manual_seed(tc.seed * 1_000_003 + step)   # noise of this step, the same on every process: exact on resume
         batch = encode(to_device(batch, device))
         lr = learning_rate(tc, step)
         for group in opt.param_groups:
             group["lr"] = lr
         given = given_codes(batch, kind.anchored)                  # the anchor's code is told, never generated
-        draws = diffusion.draw(clean_parts(batch, table))          # t and noise of the whole batch, then split
+        draws = process_draws(diffusion, clean_parts(batch, table), (rank, world))  # t and noise, then split
         opt.zero_grad(set_to_none=True)
-        parts = micro_batches(batch, given, draws, tc.accum)
+        parts = micro_batches(batch, given, draws, tc.accum, world)
         losses = {}
         for i, (part, share) in enumerate(parts):
             with no_sync(net, last=i == len(parts) - 1), autocast(device, tc.precision):
                 out = puzzle_loss(net, diffusion, part["batch"], table=table, given=part["given"], weights=weights,
                                   t=part["t"], noise=part["noise"])
                 # out[k]: this micro-batch's mean over its generated entries of part k (code, content); share[k]:
-                # its fraction of the batch's generated entries of k. Summed over micro-batches: the batch's mean
+                # its fraction of the global batch's generated entries of k, times W. Summed over micro-batches and
+                # averaged over processes (DDP): the global batch's mean
                 shares = {k: out[k] * share[k] for k in share}
                 loss = sum(weights[k] * v for k, v in shares.items())
             scaler.scale(loss).backward()

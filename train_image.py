@@ -20,7 +20,7 @@ from dataclasses import asdict, replace
 
 import jpdvt
 from configs.paper import IMAGE
-from dit import CONFIGS
+from dit import CODES, CONFIGS
 from plumbing.checkpoint import Config
 from plumbing.cli import Removed, UserError, check_puzzle, parse_grid, positive, run_cli
 from plumbing.flags import (
@@ -45,7 +45,7 @@ DEFAULTS = TrainConfig(batch_size=64, lr=2e-3, max_steps=3000, weight_code=1.0, 
 # None: the largest divisor of the piece size up to the model's patch; epochs None: --max-steps counts)
 SCRIPT_DEFAULTS = {"grid": "3", "piece_size": None, "gap": None, "mix_shapes": 0.0,
                    "missing": 0, "anchor": False, "model": "tiny",
-                   "patch_size": None, "prediction": "x0",
+                   "patch_size": None, "codes": "piece", "code_dim": 32, "prediction": "x0",
                    "epochs": None, **asdict(DEFAULTS)}
 
 
@@ -65,9 +65,11 @@ def puzzle_config(args):
     return puzzle
 
 
-def model_config(name, piece, patch):
-    """The DiT config of --model for --piece-size pieces cut into --patch-size patches."""
-    cfg = replace(CONFIGS[name], piece_size=piece)
+def model_config(args, piece):
+    """The DiT config of --model for --piece-size pieces cut into --patch-size patches, reading --codes codes of
+    --code-dim."""
+    cfg = replace(CONFIGS[args.model], piece_size=piece, codes=args.codes, code_dim=args.code_dim)
+    patch = args.patch_size
     patch = patch or max(d for d in range(1, min(cfg.patch_size, piece) + 1) if piece % d == 0)
     if piece % patch:
         raise UserError(f"--patch-size {patch} must divide --piece-size {piece}")
@@ -95,7 +97,10 @@ def make_config(args):
                                 "--max-steps")
             args.max_steps = steps_of_epochs(args.epochs, files, args.batch_size)
             sources["max_steps"] = f"{args.epochs} epochs of {files} training images at batch {args.batch_size}"
-    config = Config(puzzle=puzzle, model=model_config(args.model, puzzle.piece_size, args.patch_size),
+    if args.code_dim % 4:
+        raise UserError(f"--code-dim must be a multiple of 4 (half for the column, half for the row), got "
+                        f"{args.code_dim}")
+    config = Config(puzzle=puzzle, model=model_config(args, puzzle.piece_size),
                     train=train_config(args), prediction=args.prediction)
     args.patch_size = config.model.patch_size                       # the one chosen when left out
     return config, settings_line({k: getattr(args, k) for k in sources if getattr(args, k) is not None}, sources)
@@ -135,6 +140,12 @@ def get_parser():
     p.add_argument("--patch-size", type=positive,
                    help="ViT patch side in pixels, must divide the piece size (default: the largest divisor of "
                         "the piece size up to the model's patch size)")
+    p.add_argument("--codes", choices=CODES,
+                   help="how the network reads the noisy positional codes: piece, one per piece (default, the "
+                        "paper's text), or token, a copy on every token, each noised on its own (the authors' code)")
+    p.add_argument("--code-dim", type=positive,
+                   help="size of the 2D positional code, a multiple of 4 (default 32, the paper's text; the authors' "
+                        "code: 8)")
     p.add_argument("--anchor", action=argparse.BooleanOptionalAction, default=None,
                    help="give the model the true position of the first shuffled piece (a random cell; the paper's "
                         "anchoring; default off)")

@@ -79,6 +79,7 @@ GROUPS = ["baselines", "baselines-val", "sampler", "assign", "ensemble", "ensemb
           "one-call-val", "estimator-val", "candidate-val", *CONFIDENCE_GROUPS, "paper-table", "fresh-seed",
           "fresh-seed-baselines", "missing-curve", "reliability-plot", "compute-val", "compute-test", "gpu-record",
           "transfer", "throughput", "loader", "loader-quickstart", "loader-mmnist", "pace-mmnist", "loader-imagenet",
+          "loader-prepared",
           "memory-estimate", "lines"]
 
 
@@ -372,10 +373,12 @@ def main(args):
             for key, metrics in measure(resolve_device(args.device)).items():
                 save_result(key, {"group": "throughput", "train_minutes": 0.0, "metrics": metrics,
                                   "command": shown(["-m", "bench", "throughput", "--device", args.device])})
-        elif name in ("loader", "loader-quickstart", "loader-mmnist", "pace-mmnist", "loader-imagenet"):
-            from bench.loader import imagenet_pace, measure, mmnist_pace, mmnist_workers, quickstart_pace
+        elif name in ("loader", "loader-quickstart", "loader-mmnist", "pace-mmnist", "loader-imagenet",
+                      "loader-prepared"):
+            from bench.loader import imagenet_pace, measure, mmnist_pace, mmnist_workers, prepared_pace, quickstart_pace
             rows = {"loader": lambda: measure(PHOTOS), "loader-quickstart": quickstart_pace,
                     "loader-imagenet": lambda: imagenet_pace(PHOTOS, args.out),
+                    "loader-prepared": lambda: prepared_pace(PHOTOS, args.out),
                     "loader-mmnist": lambda: mmnist_pace(MNIST),
                     "pace-mmnist": lambda: mmnist_workers(MNIST, args.out)}[name]()
             for key, metrics in rows.items():

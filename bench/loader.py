@@ -97,6 +97,23 @@ def imagenet_pace(photos, tmp, images=512):
     return rows
 
 
+def prepared_pace(photos, tmp, images=512):
+    """Rows: training pictures per second of the paper's ImageNet protocol in one worker, on ImageNet-sized JPEGs
+    (about 500 x 375) as they come and after `python -m sources.prepare` (shorter side 255 px), and the cores that
+    feed one H200 at its bf16 pace (about 2,950 pictures a second: bench/README.md)."""
+    from sources.prepare import get_parser, main
+    raw = imagenet_sized(photos, os.path.join(tmp, "imagenet-sized"))
+    prepared = os.path.join(tmp, "imagenet-sized-255")
+    main(get_parser().parse_args(["--data-dir", raw, "--out", prepared, "--workers", "1"]))
+    rows = {}
+    for name, folder in (("raw 500px JPEG", raw), ("prepared 255px JPEG", prepared)):
+        puzzle = ImageConfig(dataset="imagenet", data_dir=folder, grid=(3, 3), piece_size=64, gap=21)
+        rate = images_per_second(puzzle, 1, images)
+        rows[f"loader imagenet-sized {name}, paper protocol 3x3 64px gap 21, 1 worker"] = {
+            "images_per_s": rate, "workers": 1, "cores_for_2950_per_s": 2950 / rate}
+    return rows
+
+
 def quickstart_pace(batches=10, steps=20):
     """Rows: ms per batch of 64 built-in training puzzles in one process (one picture each), and ms per
     training step of the tiny DiT on such a batch (loss, backward, AdamW; no EMA update; median of `steps`, after 5

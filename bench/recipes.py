@@ -63,6 +63,9 @@ def photo_run_from(init, every, steps):
     `every`."""
     return MIXED + ["--init", init, "--eval-every", every, "--max-steps", steps]
 PHOTO_MISSING_0_3 = [m + REPEATS for m in MISSING_0_3]
+VAL_MISSING_0_3 = [["--split", "val", *m, *REPEATS] for m in MISSING_0_3]
+MISSING_FT = with_flag(PHOTO_3X3, "--lr", "1e-3") + [
+    "--init", "checkpoints/image-photos-3x3.pt", "--missing", "3", "--eval-every", "1000", "--max-steps", "4000"]
 MMNIST = ["--dataset", "movingmnist", "--data-dir", MNIST, "--size", "32", "--lr", "1e-3", "--schedule", "cosine",
           "--eval-every", "500", "--eval-puzzles", "32"]
 MMNIST_5X4 = MMNIST + ["--pieces", "5", "--frames-per-piece", "4"]
@@ -132,6 +135,12 @@ RECIPES = {
     # the shapes prior in the gap fine-tune: the gap-8 fine-tune of the val-held-out baseline, without and with it
     "image-photos-3x3-mix-val-gap-ft": ("train_image.py", GAP_FT_VAL, VAL_TEST),
     "image-photos-3x3-mix-val-gap-ft-mix": ("train_image.py", GAP_FT_VAL + ["--mix-shapes", "0.25"], VAL_TEST),
+    # masked photo puzzles (issue 71): the shipped photo model (183 training photos, val held out) fine-tuned with
+    # 0 to 3 missing pieces and no gaps; chosen on val at 0..3 missing, then scored on test once
+    "image-photos-3x3-missing-ft": ("train_image.py", MISSING_FT, VAL_MISSING_0_3),
+    "image-photos-3x3-missing-ft-w1": ("train_image.py", MISSING_FT + ["--weight-content", "1.0"], VAL_MISSING_0_3),
+    "image-photos-3x3-missing-ft-8k": ("train_image.py", with_flag(MISSING_FT, "--max-steps", "8000"),
+                                       VAL_MISSING_0_3),
     "image-photos-3x3-gap-missing": ("train_image.py", PHOTO_3X3 + ["--gap", "8", "--missing", "3", "--max-steps",
                                                                     "16000"], PHOTO_MISSING_0_3),
     "image-3x3": ("train_image.py", IMAGE_3X3 + ["--schedule", "cosine", "--max-steps", "5000"], [[]]),
@@ -269,11 +278,14 @@ IMAGE_BASELINES = [("shapes", None, (2, 2), 16, 0, 0, 1), ("shapes", None, (3, 3
                    *[("shapes", None, (3, 3), 16, 4, k, 1) for k in range(4)]]
 IMAGE_BASELINES += [("shapes", None, (3, 3), 24, 0, 0, 1)] + [("shapes", None, (3, 3), 24, 8, k, 1) for k in range(4)]
 IMAGE_BASELINES += [("folder", PHOTOS, (3, 3), piece, gap, k, PHOTO_PASSES)
-                    for piece, gap, k in [(24, 0, 0), (24, 8, 0), (24, 8, 1), (24, 8, 2), (24, 8, 3),
+                    for piece, gap, k in [(24, 0, 0), (24, 0, 1), (24, 0, 2), (24, 0, 3),
+                                          (24, 8, 0), (24, 8, 1), (24, 8, 2), (24, 8, 3),
                                           (64, 0, 0), (64, 21, 0), (64, 21, 1), (64, 21, 2), (64, 21, 3)]]
 # the photo settings of the shipped models on the val split (python -m bench baselines-val): the photo goal is set
 # against MGC on val
 IMAGE_VAL_BASELINES = [("folder", PHOTOS, (3, 3), 24, gap, 0, PHOTO_PASSES) for gap in (0, 8)]
+# masked photo puzzles (issue 71): the missing-pieces settings on val, without and with gaps
+IMAGE_VAL_BASELINES += [("folder", PHOTOS, (3, 3), 24, gap, k, PHOTO_PASSES) for gap in (0, 8) for k in (1, 2, 3)]
 # (dataset, data dir, pieces, frames per piece, frame size px)
 VIDEO_BASELINES = [("digits", None, 5, 4, 32), ("digits", None, 10, 2, 32)]
 VIDEO_BASELINES += [("movingmnist", MNIST, p, f, 32) for p, f in [(5, 4), (10, 2), (20, 1)]]

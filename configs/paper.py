@@ -18,6 +18,10 @@ IMG_TRAIN = "supp. 'Image Experiments': batch 256, 300 epochs, lr 1e-4"
 X0 = ("DEVIATION from the text (Sec. 3.1: the network predicts the noise, eps), which stayed at chance here while x0 "
       "learned (README, 'Differences from the paper'); the authors' released video code and image_models/ code "
       "predict x0 (predict_xstart=True); --prediction eps trains the text's")
+CODES = ("the authors' released image code (image_model/diffusion/gaussian_diffusion.py): an 8-d 2D sin-cos code per "
+         "cell, copied onto every token of its piece, each copy noised on its own; with x0 it learned the fastest of "
+         "the interfaces tried (README, 'Differences from the paper'); the text's 32-d code per piece: --codes piece "
+         "--code-dim 32")
 ANCHOR = ("Sec. 3.2 'Implementation Details': we anchor the positional embedding of the initial patch; DEVIATION: the "
           "anchored piece is the first shuffled one, at a random cell of each puzzle")
 CONSTANT = "no learning-rate decay or warm-up is stated: constant"
@@ -28,9 +32,12 @@ VID_WEIGHTS = "supp. 'Video Experiments': 0.8 missing frames / 0.2 positional co
 LATENT = "Sec. 3.2 and supp. 'Latent Diffusion Models': 256x256x3 frames -> 32x32x4 Stable Diffusion latents (--vae)"
 STRIDE = "supp. 'Video Experiments': temporal downsampling 1, 4, 2, 2 for MovingMNIST, CLEVRER, UCF101, QST"
 
-COMMON = {"schedule": ("constant", CONSTANT), "warmup": (0, CONSTANT), "ckpt_every": (10000, LARGE_RUN),
-          "eval_every": (5000, LARGE_RUN)}
+EMA = ("not in the paper: the authors' released code (update_ema, rate 0.9999) and DiT keep an EMA of the weights at "
+       "0.9999")
+COMMON = {"ema_decay": (0.9999, EMA), "schedule": ("constant", CONSTANT), "warmup": (0, CONSTANT),
+          "ckpt_every": (10000, LARGE_RUN), "eval_every": (5000, LARGE_RUN)}
 IMAGE_COMMON = {**COMMON, "model": ("base", DIT), "patch_size": (16, DIT_PATCH), "prediction": ("x0", X0),
+                "codes": ("token", CODES), "code_dim": (8, CODES),
                 "anchor": (True, ANCHOR), "lr": (1e-4, IMG_TRAIN), "batch_size": (256, IMG_TRAIN),
                 "epochs": (300, IMG_TRAIN)}
 IMAGE = {

@@ -123,7 +123,7 @@ MODELS = {"image": DiTConfig, "video": UNetConfig}
 # ADDED: the settings added after the first checkpoints, with the default that an older checkpoint loads with
 TRAIN_KEYS = ("batch_size", "lr", "warmup", "schedule", "max_steps", "ema_decay", "weight_code", "weight_content",
               "precision", "seed", "ckpt_every", "eval_every", "eval_puzzles", "eval_steps", "accum")
-ADDED = {"train": {"accum": 1}, "puzzle": {}, "model": {}}
+ADDED = {"train": {"accum": 1}, "puzzle": {}, "model": {"codes": "piece"}}
 # settings that were removed, with the value whose behaviour is now the only one: dropped when an older checkpoint
 # loads (a checkpoint that had another value samples as before, but cannot be resumed: its stream is gone)
 REMOVED = {"paired_pictures": False, "crop_scale": VIEW_SCALE}
@@ -190,8 +190,9 @@ def as_stored(value):
 def typed_part(cls, d, where, path):
     """cls(**d), lists back to tuples, after checking that d's keys are cls's fields: a field added after the
     checkpoint was written (ADDED) takes its default, a removed one (REMOVED) is dropped."""
-    part = where.split(".")[-1]
+    part, names = where.split(".")[-1], {f.name for f in fields(cls)}
     if isinstance(d, dict):
-        d = {**ADDED.get(part, {}), **{k: v for k, v in d.items() if k not in REMOVED}}
-    check_keys(d, {f.name for f in fields(cls)}, where, path=path)
+        added = {k: v for k, v in ADDED.get(part, {}).items() if k in names}   # (an image model's, not a video's)
+        d = {**added, **{k: v for k, v in d.items() if k not in REMOVED}}
+    check_keys(d, names, where, path=path)
     return cls(**{k: as_stored(v) for k, v in d.items()})

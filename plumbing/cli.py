@@ -102,6 +102,14 @@ positive_float = finite_float(allow_zero=False)   # e.g. --lr
 loss_weight = finite_float(allow_zero=True)       # --weight-code, --weight-content
 
 
+def decay(text):
+    """argparse type: an EMA decay, a number in [0, 1)."""
+    v = loss_weight(text)
+    if v >= 1:
+        raise argparse.ArgumentTypeError(f"must be below 1 (0.9999 is the authors'), got {text}")
+    return v
+
+
 def parse_grid(text):
     """'3' -> (3, 3); '2x4' -> (2, 4) rows x cols. Each side must be >= 1 and the grid >= 2 pieces."""
     m = re.fullmatch(r"\s*(\d+)\s*(?:[xX*]\s*(\d+))?\s*", str(text))

@@ -16,8 +16,8 @@ from diffusion import PREDICTIONS
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import (
     PRECISIONS,
-    Removed,
     UserError,
+    decay,
     loss_weight,
     non_negative,
     parse_grid,
@@ -32,7 +32,8 @@ from train import SCHEDULES, TrainConfig, learning_rate
 # --precision changes the arithmetic, not the stream
 RESUMABLE = ("max_steps", "ckpt_every", "eval_every", "eval_puzzles", "eval_steps", "precision", "data_dir", "vae",
              "accum")
-FIXED = ("model", "patch_size", "epochs", "curriculum", "paper")    # flags that shape a fresh run only: refused
+# flags that shape a fresh run only: refused
+FIXED = ("model", "patch_size", "codes", "code_dim", "epochs", "curriculum", "paper")
 
 
 @dataclass
@@ -142,9 +143,9 @@ def add_train_flags(p, defaults):
                    help=f"linear learning-rate warmup steps, 0 = none (default {d.warmup})")
     p.add_argument("--schedule", choices=SCHEDULES, help=f"learning-rate schedule (default {d.schedule})")
     p.add_argument("--max-steps", type=positive, help=f"total training steps (default {d.max_steps})")
-    p.add_argument("--ema-decay", action=Removed,
-                   instead=f"in every recipe the EMA of the weights used for sampling decays at (1 + step) / (10 + "
-                           f"step), at most {d.ema_decay}; drop the flag")
+    p.add_argument("--ema-decay", type=decay,
+                   help=f"largest decay of the EMA of the weights used for sampling; it grows as (1 + step) / (10 + "
+                        f"step) up to this (default {d.ema_decay}; paper settings: 0.9999, the authors' and DiT's)")
     p.add_argument("--weight-code", type=loss_weight, help=f"loss weight of the positional codes (default "
                                                            f"{d.weight_code})")
     p.add_argument("--weight-content", type=loss_weight,

@@ -117,18 +117,32 @@ def batches(train_set, tc, step, ranks, workers, pin):
     return torch.utils.data.DataLoader(train_set, batch_sampler=sampler, num_workers=workers, pin_memory=pin)
 
 
-def micro_batches(batch, given, draws, k):
+def process_draws(diffusion, x0, ranks):
+    """This process's rows of the global batch's draws (t, noise): every process draws the whole batch's from the same
+    seed and keeps its own rows, so that W processes by B / W puzzles train as one process by B."""
+    rank, world = ranks
+    b = next(iter(x0.values())).shape[0]
+    t, noise = diffusion.draw({k: v.new_empty(b * world, *v.shape[1:]) for k, v in x0.items()})
+    rows = slice(rank * b, (rank + 1) * b)
+    return t[rows], {k: v[rows] for k, v in noise.items()}
+
+
+def micro_batches(batch, given, draws, k, world=1):
     """A process's batch, its anchor mask and its draws (t, noise) split into k micro-batches along the puzzle axis:
-    [({"batch", "given", "t", "noise"}, share)], share[part] = the micro-batch's fraction of the batch's generated
-    entries of that part. Each part's loss is a mean over generated entries, so the losses times their shares sum
-    to the whole batch's losses, and the accumulated gradient is the unsplit step's."""
+    [({"batch", "given", "t", "noise"}, share)], share[part] = the micro-batch's fraction of the generated entries of
+    that part in the global batch (over all W processes), times W. Each part's loss is a mean over generated entries,
+    so the losses times their shares, summed over micro-batches and averaged over processes as DDP averages the
+    gradients, are the global batch's losses: the accumulated gradient is the one-process, unsplit step's."""
     t, noise = draws
     puzzles = [dict(zip(batch, c)) for c in zip(*(v.tensor_split(k) for v in batch.values()))]
     givens, ts = given.tensor_split(k), t.tensor_split(k)
     noises = [dict(zip(noise, c)) for c in zip(*(v.tensor_split(k) for v in noise.values()))]
-    counts = {"code": (~given).sum().clamp(min=1), "content": batch["missing"].sum().clamp(min=1)}
+    counts = torch.stack([(~given).sum(), batch["missing"].sum()]).float()      # generated codes, missing content
+    if world > 1:
+        dist.all_reduce(counts)                                                  # over the global batch
+    code, content = counts.clamp(min=1) / world                                 # kept on the device: no sync
     return [({"batch": b, "given": g, "t": s, "noise": n},
-             {"code": (~g).sum() / counts["code"], "content": b["missing"].sum() / counts["content"]})
+             {"code": (~g).sum() / code, "content": b["missing"].sum() / content})
             for b, g, s, n in zip(puzzles, givens, ts, noises)]
 
 

@@ -33,7 +33,6 @@ import torch
 
 from plumbing.checkpoint import save_checkpoint
 from plumbing.cli import UserError, arithmetic
-from posenc import grid_table
 
 # a table's settings that it may not record, with their value (the tables that do not record the precision were
 # fitted on a CPU, in fp32)
@@ -195,8 +194,10 @@ class Calibrated:
                        opts=type(self.opts)(steps=10, sampler="ddim", generator=noise))
         except Halfway:
             pass
-        table = self.table if grid is None else grid_table(*grid).to(self.device)
+        table = self.table if grid is None else self.kind.table(grid).to(self.device)
         code = halfway["code"].float()
+        if code.dim() == 4:                                   # a code per token: the piece's mean, as code_costs
+            code, table = code.mean(2), table[:, 0]
         return torch.cdist(code, table[None].float().expand(len(code), -1, -1))
 
     def settings(self):

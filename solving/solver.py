@@ -17,7 +17,6 @@ from jpdvt import SampleOptions, code_costs, given_codes, kind_of, pinned_cells
 from metrics import assign_batch
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import autocast, cpu_threads, resolve_device
-from posenc import grid_table
 from solving.bag import order_clips, solve_image_bag
 from solving.confidence import Calibrated, fitted_with
 from sources.vae import check_autoencoder, load_codec
@@ -76,7 +75,7 @@ class Solver(Calibrated):
         if self.codec:
             batch = self.codec.encode_batch(batch)
         opts = replace(opts or self.opts, callback=callback)
-        table = self.table if grid is None else grid_table(*grid).to(self.device)
+        table = self.table if grid is None else self.kind.table(grid).to(self.device)
         with autocast(self.device, self.precision):
             return code_costs(self.model, self.diffusion, batch, table=table, opts=opts, given=given,
                               latent=self.codec is not None)

@@ -3,11 +3,12 @@ import importlib
 import json
 import sys
 from dataclasses import asdict, fields
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
-from conftest import SHAPES_CKPT, TINY_IMAGE, assert_one_line_error, py, run, sample_run
+from conftest import SHAPES_CKPT, TINY_IMAGE, assert_one_line_error, py, run, sample_run, train_image_run
 from PIL import Image
 
 import jpdvt
@@ -126,11 +127,13 @@ def test_dit_shapes_zero_init_and_equivariance():
 
 def test_patch_size_default_and_check():
     """--patch-size defaults to the largest divisor of the piece size up to the model's patch; others must divide."""
-    cfg = model_config("tiny", 24, None)
+    def flags(patch):
+        return SimpleNamespace(model="tiny", patch_size=patch, codes="piece", code_dim=32)
+    cfg = model_config(flags(None), 24)
     assert (cfg.piece_size, cfg.patch_size) == (24, 12) and DiT(cfg).tokens_per_side == 2
-    assert model_config("tiny", 24, 8).patch_size == 8
+    assert model_config(flags(8), 24).patch_size == 8
     with pytest.raises(UserError, match="--patch-size 5 must divide --piece-size 24"):
-        model_config("tiny", 24, 5)
+        model_config(flags(5), 24)
 
 
 def test_training_steps_lower_loss():
@@ -274,3 +277,38 @@ def test_removed_crop_scale_flag_says_what_to_do_instead(capsys):
         d["puzzle"]["crop_scale"] = scale
         assert removed_settings(d) == removed
         assert Config.from_dict(d, "old.pt").puzzle == ImageConfig()
+
+
+def test_codes_per_token_train_and_solve(tmp_path):
+    """--codes token (the authors' interface): each piece's code on each of its K tokens, every copy noised on its own,
+    read and written per token; the solver averages a piece's K predictions before the assignment."""
+    model = DiT(DiTConfig(piece_size=8, patch_size=4, code_dim=8, codes="token"))
+    for p in model.parameters():                                  # adaLN-Zero starts at zero outputs
+        torch.nn.init.normal_(p, std=0.05)
+    b, n, k = 2, 4, 4
+    code = torch.randn(b, n, k, 8)
+    out, content = model(code, torch.rand(b, n, 3, 8, 8) * 2 - 1, torch.tensor([5, 900]), torch.zeros(b, n, dtype=bool),
+                         torch.zeros(b, n, dtype=bool))
+    assert out.shape == (b, n, k, 8) and content.shape == (b, n, 3, 8, 8)
+    assert not torch.allclose(out[:, :, 0], out[:, :, 1])          # a code per token, not one pooled per piece
+    train_image_run(*TINY_IMAGE, "--patch-size", "4", "--codes", "token", "--code-dim", "8", "--max-steps", "2",
+                    "--eval-every", "0", "--out", tmp_path / "run")
+    sample_run("--ckpt", tmp_path / "run" / "ckpt.pt", "--num-puzzles", "4", "--steps", "2", "--out", tmp_path / "s")
+    metrics = json.loads((tmp_path / "s" / "metrics.json").read_text())
+    assert 0 <= metrics["piece_acc"] <= 1 and metrics["protocol"].startswith("no piece's cell told")
+
+
+def test_prepare_resizes_a_folder_once_keeping_its_layout(tmp_path):
+    """python -m sources.prepare: every image's shorter side at most --side (never enlarged), at the same path as a
+    JPEG; the prepared folder splits as the original."""
+    from sources.prepare import get_parser
+    from sources.prepare import main as prepare
+    for split, name, size in [("train", "n01/a.JPEG", (500, 375)), ("train", "n01/b.png", (120, 90)),
+                              ("val", "n01/c.JPEG", (300, 400))]:
+        path = tmp_path / "raw" / split / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", size, (200, 30, 30)).save(path)
+    prepare(get_parser().parse_args(["--data-dir", str(tmp_path / "raw"), "--out", str(tmp_path / "p"), "--workers",
+                                     "1", "--side", "255"]))
+    sizes = {str(p.relative_to(tmp_path / "p")): Image.open(p).size for p in (tmp_path / "p").rglob("*.JPEG")}
+    assert sizes == {"train/n01/a.JPEG": (340, 255), "train/n01/b.JPEG": (120, 90), "val/n01/c.JPEG": (255, 340)}

@@ -149,6 +149,7 @@ def test_readme_paper_command_builds_the_paper_settings(script, flags, layout, m
         if name in ("epochs", "vae") or f"--{name.replace('_', '-')}" in flags:
             continue
         have = {"model": args.model, "prediction": config.prediction, "patch_size": config.model.patch_size,
+                "codes": getattr(config.model, "codes", None), "code_dim": config.model.code_dim,
                 **{k: getattr(config.train, k) for k in vars(config.train)},
                 **{k: getattr(config.puzzle, k) for k in vars(config.puzzle)}}[name]
         assert have == value, (name, have, value)
