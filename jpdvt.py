@@ -242,8 +242,8 @@ def kind_of(config):
 
 def load(path, device="auto"):
     """A trained checkpoint ready to solve your own pieces: a solving.solver.Solver (the network, its settings, the
-    confidence, the autoencoder of a latent model) with the sampling its checkpoint names, noise seed 0. On a CPU it
-    sets torch's thread count for the process, as training does: one per core but one, unless OMP_NUM_THREADS is set.
+    confidence, the autoencoder of a latent model) with the sampling its checkpoint names, noise seed 0. It leaves
+    torch's thread count as it is (sample.py sets it as training does: one per core but one).
 
         solver = jpdvt.load("checkpoints/image-photos-3x3.pt")
         result = solver.solve(pieces, seed=0)     # result.positions, .confidence, .puzzle_confidence, .image

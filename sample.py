@@ -28,8 +28,8 @@ from tqdm import tqdm
 from diffusion import SAMPLERS
 from jpdvt import SampleOptions, given_codes
 from metrics import ASSIGNERS
-from plumbing.checkpoint import article, load_checkpoint
-from plumbing.cli import PRECISIONS, Removed, UserError, non_negative, positive, resolve_device, run_cli
+from plumbing.checkpoint import load_checkpoint
+from plumbing.cli import PRECISIONS, UserError, cpu_threads, non_negative, positive, resolve_device, run_cli
 from puzzles import collate, to_device
 from solving.confidence import calibrate, check_val_size, gather, reliability_of
 from solving.own import refuse_conflicts, solve_pieces, superres, test_settings
@@ -184,8 +184,7 @@ def main(args):
         if getattr(args, flag) and flag not in inputs:
             its = f"its input is --{inputs[0]}" if len(inputs) == 1 else \
                 f"its inputs are {', '.join('--' + f for f in inputs[:-1])} and --{inputs[-1]}"
-            raise UserError(f"--{flag} does not apply to {args.ckpt}, {article(config.kind)} "
-                            f"{config.kind} model; {its}")
+            raise UserError(f"--{flag} does not apply to {args.ckpt}, which holds the {config.kind} model; {its}")
     if args.video and not args.superres:
         raise UserError("--video names a clip to raise the frame rate of: add --superres K (to order pieces of your "
                         "own, put them in a folder and pass --frames DIR)")
@@ -194,6 +193,8 @@ def main(args):
     device = resolve_device(args.device)
     opts = SampleOptions(steps=args.steps, sampler=args.sampler, assign=args.assign, samples=args.samples,
                          generator=torch.Generator(device).manual_seed(args.seed))
+    cpu_threads(device, world=1, workers=1)    # on a CPU a core left free, as beside a data worker: on a machine
+    # busy with other work, a thread per core makes the solve's threads wait on each other
     solver = Solver(config, ckpt, device=device, precision=args.precision, opts=opts, seed=args.seed)
     if trained.dataset not in FOLDER_DATASETS or config.puzzle.dataset not in FOLDER_DATASETS:
         solver.data = None                                     # no file it scores can be a file it trained on
@@ -225,9 +226,6 @@ def get_parser():
     p.add_argument("--samples", type=positive,
                    help="independent samples of the codes per puzzle; positions are assigned on their mean distance "
                         "to the true codes (K times the sampling time)")
-    p.add_argument("--symmetries", action=Removed,
-                   instead="averaging over a puzzle's mirrors was no better than as many --samples on photos (bench "
-                           "'symmetry' rows); use --samples K")
     p.add_argument("--assign", choices=ASSIGNERS,
                    help="codes -> positions: hungarian (optimal, min total L2 distance) or greedy (the paper's text: "
                         "piece by piece, the closest free position by L2)")
@@ -240,9 +238,6 @@ def get_parser():
     p.add_argument("--data-dir", default=None,
                    help="image folder for folder/imagenet/jpwleg3, the MNIST IDX folder or mnist_test_seq.npy for "
                         "movingmnist, video folder for videos (default: the training run's)")
-    p.add_argument("--image", action=Removed,
-                   instead="cut your photo into piece files and solve them with --pieces DIR (python -m bench.animate "
-                           "--ckpt CKPT --image PHOTO --out DIR cuts, shuffles, solves and animates one)")
     p.add_argument("--video", default=None,
                    help="video checkpoints, with --superres: your own clip (a file or a frame folder) to raise the "
                         "frame rate of")
@@ -262,8 +257,6 @@ def get_parser():
                         "1-frame pieces), of test clips or of --video")
     p.add_argument("--frame-stride", type=int, default=None,
                    help="video checkpoints: keep every N-th frame (default: the checkpoint's)")
-    p.add_argument("--animate", action=Removed,
-                   instead="python -m bench.animate --ckpt CKPT --out DIR writes the GIF of a solve (bench/animate.py)")
     p.add_argument("--calibrate", action="store_true",
                    help="with --split val: fit the tables that turn a piece's code margin into a probability of being "
                         "right and store them in the checkpoint (solving/confidence.py); later scores report their "

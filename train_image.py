@@ -22,7 +22,7 @@ import jpdvt
 from configs.paper import IMAGE
 from dit import CODES, CONFIGS
 from plumbing.checkpoint import Config
-from plumbing.cli import Removed, UserError, check_puzzle, parse_grid, positive, run_cli
+from plumbing.cli import UserError, check_puzzle, parse_grid, positive, run_cli
 from plumbing.flags import (
     add_train_flags,
     paper_settings,
@@ -126,14 +126,9 @@ def get_parser():
     p.add_argument("--gap", type=int,
                    help="erosion: extra pixels per cell around each piece (paper: 21 for 85 px cells, "
                         "jpwleg3 48); training crops pieces at random inside cells, testing at the centre")
-    p.add_argument("--crop-scale", action=Removed,
-                   instead="a photo folder's training views span 0.3 to 1.0 of the largest box, as before (0.15 scored "
-                           "within the seed spread, 0.6 within 2 points of its start: bench/notes.md); drop the flag")
     p.add_argument("--mix-shapes", type=float, metavar="FRACTION",
                    help="folder/imagenet: this fraction of the training puzzles are built-in shapes instead (a "
                         "procedural prior; the test split stays the folder's; default 0)")
-    p.add_argument("--paired-pictures", "--no-paired-pictures", action=Removed,
-                   instead="every training puzzle draws a picture of its own; drop the flag")
     p.add_argument("--missing", type=int,
                    help="up to K missing pieces while training (0..K at random), exactly K when evaluating (default 0)")
     p.add_argument("--model", choices=CONFIGS, help="DiT size (default tiny; base = the paper's)")

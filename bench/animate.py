@@ -33,7 +33,7 @@ from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError, check_puzzle, resolve_device, run_cli
 from puzzles import collate, cut_image, shuffle_pieces, to_device
 from sample import summary
-from solving.own import test_settings
+from solving.own import MASKED_MODEL, test_settings
 from solving.pictures import DISPLAY, assemble, enlarge, mark_cells, outline, save_png, stack
 from solving.solver import Solver
 from sources.files import fit_image
@@ -248,6 +248,9 @@ def main(args):
     else:                                                       # a test puzzle, its data found as sample.py finds it
         flags = argparse.Namespace(**vars(args), frame_stride=None, vae=None, video=None, pieces=None, frames=None)
         puzzle = test_settings(flags, config.puzzle)
+    if config.kind == "image" and puzzle.missing and not config.puzzle.missing:
+        print(f"note: --missing {puzzle.missing}, and {args.ckpt} never trained with missing pieces, so it leaves "
+              f"their cells grey and places the others poorly; for pieces with holes use {MASKED_MODEL}")
     config = replace(config, puzzle=puzzle)
     opts = SampleOptions(steps=args.steps, sampler=args.sampler,
                          generator=torch.Generator(device).manual_seed(args.seed))

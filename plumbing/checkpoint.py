@@ -11,7 +11,6 @@ they can be sampled, not resumed.
                                         "scaler": ..., "step": 100})
     ckpt = load_checkpoint("out/run/ckpt.pt", kind="image")        # ckpt["config"] is a Config
 """
-import contextlib
 import os
 import pickle
 import zipfile
@@ -29,38 +28,12 @@ from unet3d import UNetConfig
 
 
 def save_checkpoint(path, ckpt):
-    """
-    Write atomically: a temp file in the same folder, then rename, so a kill never leaves a broken ckpt. Temp
-    files that a killed run left behind are removed after the rename.
-    """
-    folder, name = os.path.split(os.path.abspath(path))
+    """Write atomically: a temporary file in the same folder, then a rename, so a kill never leaves a broken ckpt."""
+    folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        torch.save(ckpt, f)
-        f.flush()
-        os.fsync(f.fileno())
+    tmp = f"{path}.tmp"
+    torch.save(ckpt, tmp)
     os.replace(tmp, path)
-    for stale in os.listdir(folder):                       # temp files of killed runs (not of live ones)
-        pid = stale[len(f".{name}.tmp"):]
-        if stale.startswith(f".{name}.tmp") and pid.isdigit() and not process_alive(int(pid)):
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(folder, stale))
-
-
-def process_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def article(kind):
-    """'an' before "image", 'a' before "video"."""
-    return "an" if kind == "image" else "a"
 
 
 def load_checkpoint(path, kind=None):
@@ -84,7 +57,7 @@ def load_checkpoint(path, kind=None):
     ckpt["config"] = Config.from_dict(ckpt["config"], path)
     if kind is not None and ckpt["config"].kind != kind:
         have = ckpt["config"].kind
-        raise UserError(f"checkpoint {path} is {article(have)} {have} model, not {article(kind)} {kind} model; pass "
+        raise UserError(f"checkpoint {path} holds the {have} model, not the {kind} model; pass "
                         f"it to train_{have}.py, or give this command a train_{kind}.py checkpoint")
     return ckpt
 

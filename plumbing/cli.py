@@ -28,20 +28,6 @@ class UserError(ValueError):
     """A user-facing problem with settings or data; the message is one sentence saying what to do."""
 
 
-class Removed(argparse.Action):
-    """A flag that was removed: giving it stops with one sentence saying what to do instead (hidden from --help).
-
-        p.add_argument("--symmetries", action=Removed, instead="use --samples K, as good at the same cost")
-    """
-
-    def __init__(self, option_strings, dest, instead, **kwargs):
-        super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS)
-        self.instead = instead
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        parser.error(f"{option_string} was removed: {self.instead}")
-
-
 def run_cli(main, args):
     """Run main(args), turning user errors (UserError, missing files) and ^C into one line on stderr and exit code 2
     (no traceback)."""

@@ -25,6 +25,8 @@ from sources.images import DATASETS
 from sources.videos import VIDEO_DATASETS
 
 SUPERRES_CLIPS = 4          # test clips --superres pictures
+# the shipped photo model trained with missing pieces (0 to 3 of 9): the one to use for a bag with holes
+MASKED_MODEL = "checkpoints/image-photos-3x3-missing.pt"
 
 # ----------------------------------------------------------------------------
 # Temporal super-resolution (supplement, "Downstream Task: Temporal Super-resolution")
@@ -151,8 +153,8 @@ def solve_pieces(args, solver):
     conf = result.confidence if result.confidence is not None else [None] * len(names)
     cells = len(result.cells)
     if not video and len(names) < cells and not solver.generates:
-        print(f"note: {cells - len(names)} empty cell(s), and this model trained without missing pieces: their "
-              "content is not generated (grey), and its placement of the others is untested")
+        print(f"note: {cells - len(names)} empty cell(s), and this model never trained with missing pieces, so it "
+              f"leaves them grey and places the others poorly; for pieces with holes use {MASKED_MODEL}")
     if solver.calibration is not None and result.confidence is None:
         why = solver.mismatch({**solver.settings(), "missing": 0 if video else cells - len(names)})
         print("note: no confidence: " + (f"the checkpoint's tables were fitted with other settings ({why}); rerun "

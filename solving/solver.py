@@ -16,7 +16,7 @@ from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, code_costs, given_codes, kind_of, pinned_cells
 from metrics import assign_batch
 from plumbing.checkpoint import load_checkpoint
-from plumbing.cli import autocast, cpu_threads, resolve_device
+from plumbing.cli import autocast, resolve_device
 from solving.bag import order_clips, solve_image_bag
 from solving.confidence import Calibrated, fitted_with
 from sources.vae import check_autoencoder, load_codec
@@ -36,8 +36,6 @@ class Solver(Calibrated):
         self.seed = seed                                          # solve(pieces)'s noise unless told another
         if opts.generator is None:
             self.opts = replace(opts, generator=torch.Generator(device).manual_seed(seed))
-        self.threads = cpu_threads(device, world=1, workers=1)   # a core left free, as beside a data worker: on
-        # a machine busy with other work, a thread per core makes the solve's threads wait on each other
         self.data = ckpt.get("data")                              # training files' record (sources.files.split_seen)
         self.calibration = ckpt.get("calibration")                # solving.confidence.calibrate's tables, fitted on val
         self.trained_missing = ckpt["config"].puzzle.missing     # up to this many pieces missing in training

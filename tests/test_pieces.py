@@ -172,17 +172,6 @@ def test_calibration_on_val_then_confidence_on_test_and_pieces(tmp_path, capsys)
     assert (m["steps"], m["sampler"], m["samples"]) == (2, "ddpm", 1) and "confidence" in m   # the table's estimator
 
 
-@pytest.mark.parametrize("flag,instead", [("--symmetries", "use --samples K"),
-                                          ("--image", "solve them with --pieces DIR"),
-                                          ("--animate", "python -m bench.animate --ckpt CKPT --out DIR")])
-def test_removed_flags_say_what_to_do_instead(flag, instead, capsys):
-    import sample
-    with pytest.raises(SystemExit):
-        sample.get_parser().parse_args(["--ckpt", "x.pt", flag, "x"])
-    err = capsys.readouterr().err
-    assert f"{flag} was removed" in err and instead in err
-
-
 def test_calibrate_refuses_a_split_the_model_trained_on(tmp_path, monkeypatch):
     import sample
     monkeypatch.setattr(sample, "split_seen", lambda *a, **k: (True, None))
@@ -219,7 +208,9 @@ def test_the_empty_cells_note_names_only_models_trained_without_missing_pieces(t
     for ckpt, says in (("image-photos-3x3-gap.pt", False), ("image-photos-3x3.pt", True)):
         sample_run("--ckpt", os.path.join(ROOT, "checkpoints", ckpt), "--pieces", tmp_path / "pieces", "--steps", "2",
                    "--out", tmp_path / ckpt)
-        assert ("this model trained without missing pieces" in capsys.readouterr().out) == says, ckpt
+        out = capsys.readouterr().out
+        assert ("this model never trained with missing pieces" in out) == says, ckpt
+        assert ("for pieces with holes use checkpoints/image-photos-3x3-missing.pt" in out) == says, ckpt
 
 
 def test_an_eps_model_gets_its_evidence_halfway_down_a_ddim_path(tmp_path, monkeypatch):

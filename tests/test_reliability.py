@@ -132,13 +132,13 @@ def test_truncated_and_wrong_kind_checkpoints(image_ckpt, tmp_path):
     with pytest.raises(UserError, match="truncated"):
         sample_run("--ckpt", cut, "--out", tmp_path)
     video = video_checkpoint(tmp_path / "video.pt")
-    with pytest.raises(UserError, match="is a video model, not an image model; pass it to train_video.py, or give "
-                                        "this command a train_image.py checkpoint$"):
+    with pytest.raises(UserError, match="holds the video model, not the image model; pass it to train_video.py, or "
+                                        "give this command a train_image.py checkpoint$"):
         train_image_run("--resume", video, "--out", tmp_path)
-    with pytest.raises(UserError, match="is an image model, not a video model; pass it to train_image.py"):
+    with pytest.raises(UserError, match="holds the image model, not the video model; pass it to train_image.py"):
         train_video_run("--init", image_ckpt, "--out", tmp_path)
-    with pytest.raises(UserError, match=r"--pieces does not apply to .*video.pt, a video model; its inputs are "
-                                        "--frames, --superres and --video"):
+    with pytest.raises(UserError, match=r"--pieces does not apply to .*video.pt, which holds the video model; its "
+                                        "inputs are --frames, --superres and --video"):
         sample_run("--ckpt", video, "--pieces", tmp_path, "--out", tmp_path)
     other = tmp_path / "other.pt"
     torch.save({"weights": torch.zeros(3)}, other)

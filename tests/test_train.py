@@ -190,18 +190,23 @@ def test_confidence_tables_are_keyed_on_precision():
     assert not solver.calibrated() and "precision: fp32 -> bf16" in solver.mismatch()
 
 
-def test_solving_sets_cpu_threads(monkeypatch):
-    """On CPU, one thread per core but one (unless OMP_NUM_THREADS says otherwise), as training does."""
+def test_sample_sets_cpu_threads_and_load_does_not(monkeypatch, tmp_path):
+    """sample.py on CPU: one thread per core but one (unless OMP_NUM_THREADS says otherwise), as training does;
+    jpdvt.load leaves the process's thread count alone (a library call)."""
     import os
 
-    from conftest import SHAPES_CKPT
+    from conftest import SHAPES_CKPT, sample_run
 
-    from solving.solver import Solver
+    import jpdvt
     before = torch.get_num_threads()
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
     try:
-        assert Solver.load(SHAPES_CKPT, device="cpu").threads == 1 and torch.get_num_threads() == 1
+        torch.set_num_threads(3)
+        jpdvt.load(SHAPES_CKPT, device="cpu")
+        assert torch.get_num_threads() == 3
+        sample_run("--ckpt", SHAPES_CKPT, "--num-puzzles", "2", "--steps", "2", "--out", tmp_path)
+        assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
 
