@@ -192,6 +192,7 @@ class DiT(nn.Module):
         k = self.tokens_per_side ** 2
         flags = missing.long() + 2 * given.long()                                # (B, N) in 0..3
         per_token = self.config.codes == "token"
+        assert code.dim() == 3 + per_token, f"codes={self.config.codes!r} reads codes of {code.dim() - 1} dims"
         codes = self.code_embed(code if per_token else code[:, :, None])         # (B, N, K or 1, D)
         piece = codes + self.flag_embed(flags)[:, :, None]                       # (B, N, K or 1, D)
         x = self.patch_embed(self.patchify(content)).view(b, n, k, -1)           # (B, N, K, D)

@@ -114,6 +114,13 @@ def puzzle_loss(model, diffusion, batch, table, given, weights, t=None, noise=No
 # Solver
 # ----------------------------------------------------------------------------
 
+def piece_codes(code, table):
+    """(codes (B, N, D), cells (positions, D)): a piece's code and the true code of each cell. With a code per token
+    (dit.CODES "token": code (B, N, K, D), table (positions, K, D)) a piece's mean over its K tokens, as the authors'
+    sampler averages its tokens' predictions; else code and table as they are."""
+    return (code.mean(2), table[:, 0]) if code.dim() == 4 else (code, table)
+
+
 @torch.no_grad()
 def code_costs(model, diffusion, batch, table, opts, given, latent=False):
     """
@@ -137,9 +144,7 @@ def code_costs(model, diffusion, batch, table, opts, given, latent=False):
     for s in range(opts.samples):
         out = diffusion.sample(fn, start, masks, steps=opts.steps, sampler=opts.sampler, generator=opts.generator,
                                latent=("content",) if latent else (), callback=opts.callback if s == 0 else None)
-        pred, cells = out["code"].float(), table.float()
-        if pred.dim() == 4:                    # a code per token (dit.CODES "token"): a piece's mean code, as the
-            pred, cells = pred.mean(2), cells[:, 0]      # authors' sampler averages its tokens' predictions
+        pred, cells = piece_codes(out["code"].float(), table.float())                       # (B, N, D), (P, D)
         cost = cost + torch.cdist(pred, cells[None].expand(b, -1, -1))                      # (B, N, positions)
         generated = out["content"] if generated is None else generated
     return cost / opts.samples, generated

@@ -127,8 +127,8 @@ def train(config, train_set, eval_batch, ckpt=None, encode=None, notes=()):
         scaler.step(opt)                              # optimizer.step(), through the fp16 scaler
         scaler.update()
         step += 1
-        # the decay grows as (1 + step) / (10 + step) up to ema_decay (0.999 from step 8990 on), so that the EMA
-        # soon leaves the random initial weights; runs shorter than that never reach ema_decay
+        # the decay grows as (1 + step) / (10 + step) up to ema_decay (0.999 from step 8,990 on, 0.9999 from step
+        # 89,990), so that the EMA soon leaves the random initial weights; shorter runs never reach ema_decay
         ema_update(ema, model, min(tc.ema_decay, (1 + step) / (10 + step)))
         log.step(step, losses)                        # kept on the device: no sync here
         evaluate = tc.eval_every and step % tc.eval_every == 0 and step < tc.max_steps

@@ -136,11 +136,12 @@ def get_parser():
                    help="ViT patch side in pixels, must divide the piece size (default: the largest divisor of "
                         "the piece size up to the model's patch size)")
     p.add_argument("--codes", choices=CODES,
-                   help="how the network reads the noisy positional codes: piece, one per piece (default, the "
-                        "paper's text), or token, a copy on every token, each noised on its own (the authors' code)")
+                   help="how the network reads the noisy positional codes: piece, one per piece (the paper's text; "
+                        "the default), or token, a copy on every token, each noised on its own (the authors' code; "
+                        "the paper settings' choice)")
     p.add_argument("--code-dim", type=positive,
                    help="size of the 2D positional code, a multiple of 4 (default 32, the paper's text; the authors' "
-                        "code: 8)")
+                        "code and the paper settings: 8)")
     p.add_argument("--anchor", action=argparse.BooleanOptionalAction, default=None,
                    help="give the model the true position of the first shuffled piece (a random cell; the paper's "
                         "anchoring; default off)")

@@ -28,7 +28,7 @@ import torch
 from PIL import Image, ImageDraw
 
 from bench.plots import font
-from jpdvt import SampleOptions
+from jpdvt import SampleOptions, piece_codes
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError, check_puzzle, resolve_device, run_cli
 from puzzles import collate, cut_image, shuffle_pieces, to_device
@@ -68,8 +68,8 @@ def soft_cells(code, table, grid):
     (N, 2) float (row, col), the mean of the cells weighted by softmax(-squared distance / tau). A code equal to a
     cell's code lands (almost) on that cell; one between two cells, between them.
     """
-    table = table.float().cpu()
-    d2 = torch.cdist(code.float().cpu(), table) ** 2                           # (N, R*C)
+    code, table = piece_codes(code.float().cpu()[None], table.float().cpu())  # a code per token: its piece's mean
+    d2 = torch.cdist(code[0], table) ** 2                                      # (N, R*C)
     gaps = torch.cdist(table, table) ** 2
     tau = gaps[gaps > 0].min() / SHARPNESS                                     # neighbours' squared distance / 4
     rows, cols = torch.meshgrid(torch.arange(grid[0]), torch.arange(grid[1]), indexing="ij")

@@ -14,7 +14,7 @@ import torch
 
 import jpdvt
 from diffusion import GaussianDiffusion
-from jpdvt import given_codes, model_fn
+from jpdvt import given_codes, model_fn, piece_codes
 from metrics import assign_batch
 from plumbing.checkpoint import load_checkpoint
 from puzzles import collate
@@ -45,9 +45,10 @@ def probe(path, puzzles=200, seed=0):
         noisy = diffusion.noise_parts(x0, masks, t, noise)
         out, xt = fn(noisy, t), noisy["code"]
         code, _ = diffusion.predict_x0_eps(xt, t, out["code"])
-        positions = assign_batch(torch.cdist(code.float(), table[None].expand(len(code), -1, -1)), "hungarian")
+        (code, cells), (xt, _) = piece_codes(code.float(), table), piece_codes(xt.float(), table)
+        positions = assign_batch(torch.cdist(code, cells[None].expand(len(code), -1, -1)), "hungarian")
         acc = kind.score(positions, batch)["piece_acc"]
-        noisy = assign_batch(torch.cdist(xt.float(), table[None].expand(len(code), -1, -1)), "hungarian")
+        noisy = assign_batch(torch.cdist(xt, cells[None].expand(len(code), -1, -1)), "hungarian")
         abar = float(diffusion.alphas_cumprod[step])
         rows.append({"t": step, "piece_acc_x0_hat": round(acc, 4),
                      "piece_acc_noisy_code": round(kind.score(noisy, batch)["piece_acc"], 4),

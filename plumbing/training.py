@@ -6,8 +6,9 @@ weights (--resume, --init), torch.compile, the order of the data (StepBatches: e
 - --batch-size is the global batch B: each of W processes takes B / W puzzles a step, so the paper's batch size is
   the number typed whatever the process count.
 - Exact resume: the batch of step s is stream positions s*B ... s*B + B - 1 (rank r takes its B / W of them,
-  StepBatches) and the noise of step s is seeded by (seed, s, rank) in train.py, so a resumed run reaches the same
-  weights as an uninterrupted one.
+  StepBatches) and the noise of step s is seeded by (seed, s) in train.py, each process keeping its rows of the
+  global batch's draws (process_draws), so a resumed run reaches the same weights as an uninterrupted one, and W
+  processes the weights of one. (A multi-process run begun before 2026-12-04 resumes with another noise stream.)
 """
 import contextlib
 import os
@@ -71,7 +72,8 @@ def resume_or_init(ckpt, init, config, objects):
             diff = [f.name for f in fields(config.model)
                     if getattr(src["config"].model, f.name) != getattr(config.model, f.name)]
             raise UserError(f"--init {init} holds a model with other settings ({', '.join(diff)}); fine-tuning needs "
-                            "the same --model, --piece-size and --patch-size (or frame settings) as that run")
+                            "the same --model, --piece-size, --patch-size, --codes and --code-dim (or frame settings) "
+                            "as that run")
         if src["config"].prediction != config.prediction:
             raise UserError(f"--init {init} predicts {src['config'].prediction} and this run {config.prediction}; "
                             f"pass --prediction {src['config'].prediction} to fine-tune it")
@@ -129,10 +131,11 @@ def process_draws(diffusion, x0, ranks):
 
 def micro_batches(batch, given, draws, k, world=1):
     """A process's batch, its anchor mask and its draws (t, noise) split into k micro-batches along the puzzle axis:
-    [({"batch", "given", "t", "noise"}, share)], share[part] = the micro-batch's fraction of the generated entries of
-    that part in the global batch (over all W processes), times W. Each part's loss is a mean over generated entries,
-    so the losses times their shares, summed over micro-batches and averaged over processes as DDP averages the
-    gradients, are the global batch's losses: the accumulated gradient is the one-process, unsplit step's."""
+    [({"batch", "given", "t", "noise"}, share)], share[part] = the micro-batch's generated entries of that part over
+    their mean count per process in the global batch (its fraction of the global batch's entries, times W). Each
+    part's loss is a mean over generated entries, so the losses times their shares, summed over micro-batches and
+    averaged over processes as DDP averages the gradients, are the global batch's losses: the accumulated gradient is
+    the one-process, unsplit step's."""
     t, noise = draws
     puzzles = [dict(zip(batch, c)) for c in zip(*(v.tensor_split(k) for v in batch.values()))]
     givens, ts = given.tensor_split(k), t.tensor_split(k)
@@ -140,9 +143,9 @@ def micro_batches(batch, given, draws, k, world=1):
     counts = torch.stack([(~given).sum(), batch["missing"].sum()]).float()      # generated codes, missing content
     if world > 1:
         dist.all_reduce(counts)                                                  # over the global batch
-    code, content = counts.clamp(min=1) / world                                 # kept on the device: no sync
+    codes_per_process, missing_per_process = counts.clamp(min=1) / world        # on the device: no sync
     return [({"batch": b, "given": g, "t": s, "noise": n},
-             {"code": (~g).sum() / code, "content": b["missing"].sum() / content})
+             {"code": (~g).sum() / codes_per_process, "content": b["missing"].sum() / missing_per_process})
             for b, g, s, n in zip(puzzles, givens, ts, noises)]
 
 
@@ -202,10 +205,14 @@ class Log:
         self.bar.update(1)
 
     def read(self, step, lr):
-        """Sync: refuse non-finite losses on any process, then log the mean losses since the last read."""
+        """Sync: refuse non-finite losses on any process, then log the mean losses since the last read (each
+        process's losses are its share of the global batch's times W: their mean over processes is the global one)."""
         bad = self.bad.reshape(1).clone()
         if self.world > 1:
             dist.all_reduce(bad)
+            for v in self.sums.values():
+                dist.all_reduce(v)
+                v /= self.world
         if bad.item():
             self.bar.close()                            # the error goes on a line of its own
             raise UserError(f"the loss became nan or inf between steps {self.last} and {step} (on "

@@ -31,6 +31,7 @@ wrong.) So:
 import numpy as np
 import torch
 
+from jpdvt import piece_codes
 from plumbing.checkpoint import save_checkpoint
 from plumbing.cli import UserError, arithmetic
 
@@ -195,9 +196,7 @@ class Calibrated:
         except Halfway:
             pass
         table = self.table if grid is None else self.kind.table(grid).to(self.device)
-        code = halfway["code"].float()
-        if code.dim() == 4:                                   # a code per token: the piece's mean, as code_costs
-            code, table = code.mean(2), table[:, 0]
+        code, table = piece_codes(halfway["code"].float(), table)
         return torch.cdist(code, table[None].float().expand(len(code), -1, -1))
 
     def settings(self):

@@ -1,12 +1,14 @@
 """
 Prepare an image folder once for fast training (after nanoGPT's data/*/prepare.py): every image resized so that its
 shorter side is the paper's 255 px (Sec. 4.3: images resized to 255 px, cut into 3x3 cells of 85 px), saved as a JPEG
-at the same path under --out. Training then decodes a picture about a fifth of ImageNet's usual size, with nothing
-left to shrink: `python -m bench loader-prepared` measures the pictures a second per worker, raw against prepared.
-Not in the paper; the pictures the training sees are the same up to one JPEG re-encoding (quality 95).
+at the same path under --out. Training then decodes under half the pixels of a usual 500 x 375 ImageNet picture,
+with nothing left to shrink: `python -m bench loader-prepared` measures the pictures a second per worker, raw against
+prepared. Not in the paper; the training pictures are the same up to one JPEG re-encoding (quality 95), so score the
+test split on the original folder (sample.py --data-dir).
 
     python -m sources.prepare --data-dir /data/imagenet --out /data/imagenet-255
     python train_image.py --dataset imagenet --data-dir /data/imagenet-255 --grid 3
+    python sample.py --ckpt out/run/ckpt.pt --data-dir /data/imagenet ...        # the test split as it ships
 """
 import argparse
 import os
@@ -48,6 +50,11 @@ def main(args):
         raise UserError(f"--data-dir {args.data_dir} holds no images; pass the folder of train/ and val/")
     jobs = [(f, os.path.join(args.out, os.path.splitext(os.path.relpath(f, src))[0] + ".JPEG"), args.side)
             for f in files]
+    seen = {}
+    for f, dst, _ in jobs:
+        if dst in seen:
+            raise UserError(f"--data-dir holds {seen[dst]} and {f}, which would both become {dst}; rename one")
+        seen[dst] = f
     with Pool(args.workers) as pool:
         done = sum(tqdm(pool.imap_unordered(shrink, jobs, chunksize=64), total=len(jobs), desc="prepare"))
     print(f"wrote {done} of {len(jobs)} images to {args.out} (shorter side at most {args.side} px)"
@@ -59,7 +66,8 @@ def get_parser():
     p.add_argument("--data-dir", required=True, help="the image folder to prepare (its layout is kept)")
     p.add_argument("--out", required=True, help="where the prepared copy goes")
     p.add_argument("--side", type=positive, default=255,
-                   help="shorter side in pixels after resizing (default 255, the paper's; never enlarged)")
+                   help="shorter side in pixels after resizing, never enlarged (default 255, the paper's ImageNet; "
+                        "at least the puzzle's side, e.g. 432 for JPwLEG-3's 3 x (96 + 48) px)")
     p.add_argument("--workers", type=positive, default=os.cpu_count(), help="processes (default: all cores)")
     return p
 

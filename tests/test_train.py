@@ -280,12 +280,14 @@ def test_counts_below_zero_are_refused_by_the_parser(script, flag, capsys):
 def test_two_processes_train_as_one(tmp_path):
     """torchrun with 2 processes by half the batch trains as 1 process by the whole batch, with an anchor and a varying
     number of missing pieces: the same draws, and each part's loss the mean over the global batch's generated entries
-    (its content too, though the processes hold different numbers of missing pieces)."""
-    one, _ = weights_after(tmp_path, "w1", "--device", "cpu")
+    (its content too, though the processes hold different numbers of missing pieces), here with 2 micro-batches each
+    and a code per token (--codes token: 4 copies of each code, each noised on its own)."""
+    token = ["--patch-size", "4", "--codes", "token", "--code-dim", "8"]
+    one, _ = weights_after(tmp_path, "w1", "--device", "cpu", *token)
     out = tmp_path / "w2"
     run(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train_image.py",
         *TINY_IMAGE, "--batch-size", "8", "--anchor", "--missing", "2", "--max-steps", "2", "--eval-every", "0",
-        "--precision", "fp32", "--device", "cpu", "--out", out)
+        "--precision", "fp32", "--device", "cpu", "--out", out, "--accum", "2", *token)
     two = torch.load(out / "ckpt.pt", weights_only=True)
     for name, w in one["model"].items():
         torch.testing.assert_close(two["model"][name], w, rtol=1e-4, atol=2e-5)
