@@ -101,8 +101,10 @@ def recorded_minutes(name, cmd):
         i = tokens.index("--out")
         return sorted(tokens[:i] + tokens[i + 2:])
     for key, row in load_results().items():
+        if row["group"] != "recipes" or "python " not in row["command"]:
+            continue
         typed = row["command"].split("python ", 1)[1].split()
-        if row["group"] == "recipes" and (key == name or key.startswith(name + "--")) and flags(typed) == flags(cmd):
+        if (key == name or key.startswith(name + "--")) and flags(typed) == flags(cmd):
             return row["train_minutes"]
     sys.exit(f"error: no recorded training of recipe {name} with its current flags in {RESULTS}; run "
              f"`python -m bench {name}` without --score-only")

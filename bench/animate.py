@@ -180,6 +180,8 @@ def puzzle_animation(path, rec, solver, batch, positions):
 def open_photo(path, grid, cell):
     """The photo at `path` (PIL, loaded), refused in one sentence if missing, unreadable or much smaller than the
     grid."""
+    if not os.path.isfile(path):
+        raise UserError(f"--image {path} does not exist; pass the path of a JPEG or PNG file")
     try:
         with Image.open(path) as im:
             photo = im.convert("RGB")

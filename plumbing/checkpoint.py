@@ -40,6 +40,9 @@ def load_checkpoint(path, kind=None):
     """Load safely (weights_only: no code runs); kind = "image" | "video" checks what the checkpoint holds."""
     if not os.path.isfile(path):
         raise UserError(f"checkpoint {path} does not exist; pass the ckpt.pt written by a training run")
+    if not zipfile.is_zipfile(path):
+        raise UserError(f"checkpoint {path} is truncated or not a PyTorch checkpoint; pass the ckpt.pt of a training "
+                        "run or one of checkpoints/*.pt")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:

@@ -223,6 +223,9 @@ def own_data(args):
 
 def refuse_conflicts(args):
     """Refuse, in one sentence each, sample.py flags that cannot go together."""
+    if args.steps is not None and args.steps > 1000:
+        raise UserError(f"--steps {args.steps} is more than the model's 1000 diffusion steps; use at most 1000 (50 is "
+                        "the usual)")
     if (args.pin or args.grid) and not (args.pieces or args.frames):
         raise UserError("--pin and --grid apply to a folder of pieces; add --pieces DIR (or --frames DIR)")
     if args.calibrate and args.split != "val":

@@ -120,6 +120,8 @@ def test_a_photo_too_small_or_unreadable_is_refused(tmp_path):
     (tmp_path / "notes.txt").write_text("not an image")
     with pytest.raises(UserError, match="tiny.png is 4x4 px, too small"):
         bench_animate("--ckpt", SHAPES_CKPT, "--image", tmp_path / "tiny.png", "--out", tmp_path)
+    with pytest.raises(UserError, match="nothing.png does not exist; pass the path of a JPEG or PNG file"):
+        bench_animate("--ckpt", SHAPES_CKPT, "--image", tmp_path / "nothing.png", "--out", tmp_path / "n")
     with pytest.raises(UserError, match="notes.txt could not be read as an image"):
         bench_animate("--ckpt", SHAPES_CKPT, "--image", tmp_path / "notes.txt", "--out", tmp_path)
 

@@ -1,14 +1,13 @@
 """Image side: puzzles, DiT, training, checkpoints, sample.py (test set, refusals), torchrun."""
 import importlib
 import json
-import sys
 from dataclasses import asdict, fields
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
-from conftest import SHAPES_CKPT, TINY_IMAGE, assert_one_line_error, py, run, sample_run, train_image_run
+from conftest import SHAPES_CKPT, TINY_IMAGE, assert_one_line_error, py, sample_run, train_image_run
 from PIL import Image
 
 import jpdvt
@@ -234,16 +233,6 @@ def test_inputs_of_the_other_kind_are_refused(image_ckpt, tmp_path):
     proc = py("sample.py", "--ckpt", image_ckpt, "--video", tmp_path / "clip.gif", "--out", tmp_path, check=False)
     assert_one_line_error(proc, f"--video does not apply to {image_ckpt}, which holds the image model; its input is "
                                 "--pieces")
-
-
-def test_torchrun_two_cpu_processes(tmp_path):
-    proc = run(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               "train_image.py", *TINY_IMAGE, "--max-steps", "2", "--eval-every", "0", "--out", tmp_path,
-               "--device", "cpu")
-    # --batch-size 4 is the global batch; one thread each (OMP_NUM_THREADS=1, as torchrun sets for 2 processes)
-    assert "2 process(es) on cpu, 1 thread(s) each; global batch 4 = 2 process(es) x 1 micro-batch(es) x 2 puzzles" \
-        in proc.stdout
-    assert torch.load(tmp_path / "ckpt.pt", weights_only=True)["step"] == 2
 
 
 def test_config_round_trip():

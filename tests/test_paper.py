@@ -171,7 +171,11 @@ def test_flags_override_the_paper_and_no_paper_turns_it_off(layout):
         ["--dataset", "imagenet", "--data-dir", str(data), "--lr", "3e-4", "--model", "tiny"]))
     assert config.train.lr == 3e-4 and "lr 0.0003 (flag)" in line and config.model.hidden == 128
     assert config.prediction == "x0" and "prediction x0 (paper table: DEVIATION from the text (Sec. 3.1" in line
-    assert config.puzzle.anchor
+    assert config.puzzle.anchor and (config.model.codes, config.model.code_dim) == ("token", 8)
+    assert config.train.ema_decay == 0.9999                          # the authors' EMA
+    config, _ = train_image.make_config(train_image.get_parser().parse_args(     # the released code's protocol
+        ["--dataset", "imagenet", "--data-dir", str(data), "--no-anchor"]))
+    assert not config.puzzle.anchor and config.train.lr == 1e-4
     config, line = train_image.make_config(train_image.get_parser().parse_args(
         ["--dataset", "imagenet", "--data-dir", str(data), "--no-paper"]))
     assert config.prediction == "x0" and not config.puzzle.anchor and "paper:" not in line

@@ -131,6 +131,12 @@ def test_truncated_and_wrong_kind_checkpoints(image_ckpt, tmp_path):
     cut.write_bytes(data[: len(data) // 2])
     with pytest.raises(UserError, match="truncated"):
         sample_run("--ckpt", cut, "--out", tmp_path)
+    photo = tmp_path / "photo.jpg"                                       # a picture passed as the checkpoint
+    Image.new("RGB", (8, 8)).save(photo)
+    with pytest.raises(UserError, match="photo.jpg is truncated or not a PyTorch checkpoint; pass the ckpt.pt"):
+        sample_run("--ckpt", photo, "--out", tmp_path)
+    with pytest.raises(UserError, match="--steps 5000 is more than the model's 1000 diffusion steps"):
+        sample_run("--ckpt", image_ckpt, "--steps", "5000", "--out", tmp_path)
     video = video_checkpoint(tmp_path / "video.pt")
     with pytest.raises(UserError, match="holds the video model, not the image model; pass it to train_video.py, or "
                                         "give this command a train_image.py checkpoint$"):

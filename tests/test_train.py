@@ -285,9 +285,13 @@ def test_two_processes_train_as_one(tmp_path):
     token = ["--patch-size", "4", "--codes", "token", "--code-dim", "8"]
     one, _ = weights_after(tmp_path, "w1", "--device", "cpu", *token)
     out = tmp_path / "w2"
-    run(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train_image.py",
-        *TINY_IMAGE, "--batch-size", "8", "--anchor", "--missing", "2", "--max-steps", "2", "--eval-every", "0",
-        "--precision", "fp32", "--device", "cpu", "--out", out, "--accum", "2", *token)
+    proc = run(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train_image.py",
+               *TINY_IMAGE, "--batch-size", "8", "--anchor", "--missing", "2", "--max-steps", "2", "--eval-every",
+               "0", "--precision", "fp32", "--device", "cpu", "--out", out, "--accum", "2", *token)
+    # --batch-size 8 is the global batch; one thread each (OMP_NUM_THREADS=1, as torchrun sets for 2 processes)
+    assert "2 process(es) on cpu, 1 thread(s) each; global batch 8 = 2 process(es) x 2 micro-batch(es) x 2 puzzles" \
+        in proc.stdout
     two = torch.load(out / "ckpt.pt", weights_only=True)
+    assert two["step"] == 2
     for name, w in one["model"].items():
         torch.testing.assert_close(two["model"][name], w, rtol=1e-4, atol=2e-5)
