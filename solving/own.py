@@ -156,10 +156,17 @@ def solve_pieces(args, solver):
         print(f"note: {cells - len(names)} empty cell(s), and this model never trained with missing pieces, so it "
               f"leaves them grey and places the others poorly; for pieces with holes use {MASKED_MODEL}")
     if solver.calibration is not None and result.confidence is None:
-        why = solver.mismatch({**solver.settings(), "missing": 0 if video else cells - len(names)})
-        print("note: no confidence: " + (f"the checkpoint's tables were fitted with other settings ({why}); rerun "
-                                         "--split val --calibrate with these" if why else
-                                         "its tables describe the model's own grid only"))
+        missing = 0 if video else cells - len(names)
+        differs = solver.differs({**solver.settings(), "missing": missing})
+        if list(differs) == ["missing"]:
+            have = " or ".join(str(k) for k in differs["missing"][0])
+            print(f"note: no confidence: the checkpoint's tables describe puzzles with {have} missing pieces, and "
+                  f"this one has {missing}")
+        else:
+            why = solver.mismatch({**solver.settings(), "missing": missing})
+            print("note: no confidence: " + (f"the checkpoint's tables were fitted with other settings ({why}); "
+                                             "rerun --split val --calibrate with these" if why else
+                                             "its tables describe the model's own grid only"))
     if video:
         order = [names[i] for i in np.argsort(result.positions)]
         report = {"pieces": {n: {"slot": int(s), "confidence": c and float(c)}
