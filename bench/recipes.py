@@ -300,8 +300,8 @@ VIDEO_BASELINES += [("movingmnist", MNIST, p, f, 32) for p, f in [(5, 4), (10, 2
 # video-digits-5x4: video-5x4, video-mmnist-10x2: video-mmnist-10x2-batch32-lr5e-4-18k, video-mmnist-5x4:
 # video-mmnist-5x4-batch32-lr5e-4, video-mmnist-20x1: video-mmnist-20x1-batch32-lr5e-4-cur4k-24k-head6;
 # the photo models: image-photos-3x3 and image-photos-3x3-gap-ft; the masked-photo model:
-# image-photos-3x3-missing-ft-8k, then calibrated on val with 8 samples and scored on test once: bench/ship-missing.sh), so
-# their recipe rows can be scored again without training
+# image-photos-3x3-missing-ft-8k, then calibrated on val with 8 samples and scored on test once:
+# bench/ship-missing.sh), so their recipe rows can be scored again without training
 SHIPPED = {name: f"checkpoints/{name}.pt" for name in ("image-shapes-3x3", "video-digits-5x4", "video-mmnist-10x2",
                                                        "video-mmnist-5x4", "video-mmnist-20x1", "image-photos-3x3",
                                                        "image-photos-3x3-gap", "image-photos-3x3-missing")}
