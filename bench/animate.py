@@ -251,8 +251,8 @@ def main(args):
         flags = argparse.Namespace(**vars(args), frame_stride=None, vae=None, video=None, pieces=None, frames=None)
         puzzle = test_settings(flags, config.puzzle)
     if config.kind == "image" and puzzle.missing and not config.puzzle.missing:
-        print(f"note: --missing {puzzle.missing}, and {args.ckpt} never trained with missing pieces, so it leaves "
-              f"their cells grey and places the others poorly; for pieces with holes use {MASKED_MODEL}")
+        print(f"note: --missing {puzzle.missing}, and {args.ckpt} never trained with missing pieces, so it cannot "
+              f"draw them (their cells stay grey); for photo pieces of a 3x3 grid with holes use {MASKED_MODEL}")
     config = replace(config, puzzle=puzzle)
     opts = SampleOptions(steps=args.steps, sampler=args.sampler,
                          generator=torch.Generator(device).manual_seed(args.seed))

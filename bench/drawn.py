@@ -1,14 +1,18 @@
 """
 The pieces a masked-puzzle model draws, measured: on the val photos with K missing pieces, the per-pixel error of each
-generated piece against the true one, beside two simple fills: the mean colour of the picture's given pieces, and the
-mean colour of the borders that the true neighbours turn to the missing cell (an oracle of where the piece was). And a
-picture of a few solved val puzzles: input | solution (generated pieces outlined) | truth.
+generated piece against the truth of the cell where the solution shows it, beside two simple fills of the missing
+pieces' true cells: the mean colour of the picture's given pieces, and the mean colour of the borders that the true
+neighbours turn to the cell (an oracle of where the piece was). And a picture of a few solved val puzzles: input
+(the missing cells grey) | solution | truth.
 
     python -m bench.drawn checkpoints/image-photos-3x3-missing.pt --missing 2     # rows `drawn NAME missing K (val)`
     python -m bench.drawn CKPT --missing 1 --picture docs/photos-missing.png
 
 Errors are in pixel values of [0, 1]: mae the mean absolute error, rmse the root mean squared error, over every pixel
-and channel of every generated piece (8 passes over the 22 val photos, seeds 1-8, as the recipes' val rows).
+and channel of every generated piece (8 passes over the 22 val photos: puzzles and sampling noise of seeds 1-8, as
+sample.py --repeats 8 --seed 1). With several samples a puzzle, the drawn pieces are the first sample's while the
+cells come from all samples' mean distances, so with 2 or more missing a drawn piece may be shown in another missing
+piece's cell: this measures what the solution shows.
 """
 import argparse
 import os
@@ -51,18 +55,20 @@ def measure(solver, missing, passes=8):
     for seed in range(1, passes + 1):
         data = kind.puzzles("val", seed)
         batch = to_device(collate([data[i] for i in range(len(data))]), solver.device)
+        solver.opts.generator.manual_seed(seed)
         positions, content = solver.solve_batch(batch)
         if first is None:
             first = (batch, positions, content)
         for b in range(len(content)):
             miss = batch["missing"][b].cpu()
-            truth = batch["content"][b].cpu()
-            fills = {"model": content[b].float().cpu().clamp(-1, 1),
-                     "picture mean": truth[~miss].mean(dim=(0, 2, 3))[None, :, None, None].expand_as(truth),
-                     "border mean": border_fill(truth, batch["true_pos"][b].cpu().numpy(), miss.numpy(),
-                                                puzzle.grid)}
-            for name, fill in fills.items():
-                err[name].append(((fill[miss] - truth[miss]) / 2).flatten())   # [-1, 1] -> pixel values of [0, 1]
+            truth, true_pos = batch["content"][b].cpu(), batch["true_pos"][b].cpu()
+            at_cell = truth[torch.argsort(true_pos)]                          # (cells, C, P, P): the truth of each cell
+            shown = at_cell[torch.as_tensor(positions[b])[miss]]              # where the solution shows each drawing
+            err["model"].append(((content[b].float().cpu().clamp(-1, 1)[miss] - shown) / 2).flatten())
+            fills = {"picture mean": truth[~miss].mean(dim=(0, 2, 3))[None, :, None, None].expand_as(truth),
+                     "border mean": border_fill(truth, true_pos.numpy(), miss.numpy(), puzzle.grid)}
+            for name, fill in fills.items():                               # [-1, 1] -> pixel values of [0, 1]
+                err[name].append(((fill[miss] - truth[miss]) / 2).flatten())
     out = {}
     for name, e in err.items():
         e = torch.cat(e)
@@ -87,6 +93,8 @@ def picture(first, grid, path, count=4):
 
 
 def main(args):
+    if args.missing < 1:
+        raise SystemExit("error: --missing must be 1 or more: the drawn pieces are those of missing pieces")
     solver = load(args.ckpt, device="cpu")
     name = os.path.splitext(os.path.basename(args.ckpt))[0]
     errors, first = measure(solver, args.missing)

@@ -10,6 +10,7 @@ for k in 0 1 2 3; do
   python sample.py --ckpt checkpoints/image-photos-3x3-missing.pt --split val --calibrate --missing $k --sampler ddim \
     --samples $S --repeats 8 --seed 1 --out runs/ship/cal-$k > runs/ship/cal-$k.log 2>&1
 done
+# the test runs take the estimator the calibration stored (DDIM-50, S samples: their metrics.json says so)
 for k in 0 1 2 3; do
   python sample.py --ckpt checkpoints/image-photos-3x3-missing.pt --missing $k --repeats 8 --seed 1 \
     --out runs/ship/test-$k > runs/ship/test-$k.log 2>&1

@@ -154,7 +154,7 @@ def solve_pieces(args, solver):
     cells = len(result.cells)
     if not video and len(names) < cells and not solver.generates:
         print(f"note: {cells - len(names)} empty cell(s), and this model never trained with missing pieces, so it "
-              f"leaves them grey and places the others poorly; for pieces with holes use {MASKED_MODEL}")
+              f"cannot draw them (they stay grey); for photo pieces of a 3x3 grid with holes use {MASKED_MODEL}")
     if solver.calibration is not None and result.confidence is None:
         missing = 0 if video else cells - len(names)
         differs = solver.differs({**solver.settings(), "missing": missing})

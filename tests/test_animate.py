@@ -48,7 +48,7 @@ def test_photo_with_missing_pieces_and_its_animation(photo, tmp_path, capsys):
     held result, whose last frame is the solution's layout."""
     bench_animate("--ckpt", SHAPES_CKPT, "--image", photo, "--missing", "2", "--steps", "5", "--out", tmp_path)
     out = capsys.readouterr().out                   # the shapes model never trained with missing pieces: it says so
-    assert out.startswith("note: --missing 2, and ") and "for pieces with holes use" in out
+    assert out.startswith("note: --missing 2, and ") and "cannot draw them (their cells stay grey)" in out
     assert out.splitlines()[1].startswith("piece accuracy ")
     picture = np.asarray(Image.open(tmp_path / "photo_solved.png"))      # input | solution | original, 8 px apart
     panel = 3 * (PIECE + BORDER) - BORDER

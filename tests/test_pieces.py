@@ -205,13 +205,15 @@ def test_pieces_never_fall_below_their_puzzle():
 
 def test_the_empty_cells_note_names_only_models_trained_without_missing_pieces(tmp_path, capsys):
     cut_into_files(tmp_path / "pieces", keep=7)
-    for ckpt, says in (("image-photos-3x3-gap.pt", False), ("image-photos-3x3.pt", True)):
+    for ckpt, says in (("image-photos-3x3-gap.pt", False), ("image-photos-3x3-missing.pt", False),
+                       ("image-photos-3x3.pt", True)):
         steps = ["--steps", "2"] if not says else []                # the table's own 50 steps: only "missing" differs
         sample_run("--ckpt", os.path.join(ROOT, "checkpoints", ckpt), "--pieces", tmp_path / "pieces", *steps,
                    "--out", tmp_path / ckpt)
         out = capsys.readouterr().out
         assert ("this model never trained with missing pieces" in out) == says, ckpt
-        assert ("for pieces with holes use checkpoints/image-photos-3x3-missing.pt" in out) == says, ckpt
+        use = "for photo pieces of a 3x3 grid with holes use checkpoints/image-photos-3x3-missing.pt"
+        assert (use in out) == says, ckpt
         if says:                                        # its confidence tables are for puzzles with none missing
             assert "no confidence: the checkpoint's tables describe puzzles with 0 missing pieces, and this one " \
                    "has 2" in out
