@@ -161,7 +161,7 @@ def solve_pieces(args, solver):
         if list(differs) == ["missing"]:
             have = " or ".join(str(k) for k in differs["missing"][0])
             print(f"note: no confidence: the checkpoint's tables describe puzzles with {have} missing pieces, and "
-                  f"this one has {missing}")
+                  f"this one has {missing} (sample.py --split val --calibrate --missing {missing} fits a table)")
         else:
             why = solver.mismatch({**solver.settings(), "missing": missing})
             print("note: no confidence: " + (f"the checkpoint's tables were fitted with other settings ({why}); "

@@ -155,7 +155,8 @@ def test_calibration_on_val_then_confidence_on_test_and_pieces(tmp_path, capsys)
         Image.fromarray((p * 255).astype(np.uint8)).save(tmp_path / "three" / f"{k}.png")
     capsys.readouterr()
     sample_run("--ckpt", ckpt, "--pieces", tmp_path / "three", "--pin", "0.png=1,1", "--out", tmp_path / "t")
-    assert "fitted with other settings (missing: [0] -> 1); rerun --split val --calibrate" in capsys.readouterr().out
+    assert "tables describe puzzles with 0 missing pieces, and this one has 1 (sample.py --split val --calibrate " \
+           "--missing 1 fits a table)" in capsys.readouterr().out
     sample_run("--ckpt", ckpt, "--split", "val", "--calibrate", "--num-puzzles", "20", "--repeats", "5", "--steps", "2",
                "--missing", "1", "--out", tmp_path / "cal1")               # a table for one missing piece, beside
     tables = torch.load(ckpt, weights_only=True)["calibration"]["tables"]
