@@ -13,8 +13,7 @@ from dataclasses import replace
 import torch
 
 from diffusion import GaussianDiffusion
-from jpdvt import SampleOptions, code_costs, given_codes, kind_of, pinned_cells
-from metrics import assign_batch
+from jpdvt import SampleOptions, code_costs, given_codes, kind_of, solve
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import autocast, resolve_device
 from solving.bag import order_clips, solve_image_bag
@@ -79,11 +78,14 @@ class Solver(Calibrated):
                               latent=self.codec is not None)
 
     def solve_batch(self, batch, given=None, callback=None):
-        """(positions (B, N), content): the one-to-one assignment of costs() (jpdvt.solve), the told pieces on their
-        own cells."""
+        """(positions (B, N), content): jpdvt.solve with the solver's model, options and precision (latents for a
+        latent model: see pixels()), the told pieces on their own cells."""
         given = given_codes(batch, self.kind.anchored) if given is None else given
-        cost, content = self.costs(batch, given=given, callback=callback)
-        return assign_batch(cost, self.opts.assign, pinned=pinned_cells(batch, given)), content
+        if self.codec:
+            batch = self.codec.encode_batch(batch)
+        with autocast(self.device, self.precision):
+            return solve(self.model, self.diffusion, batch, table=self.table, given=given,
+                         opts=replace(self.opts, callback=callback), latent=self.codec is not None)
 
     def pixels(self, content):
         """Generated content as pixels (decoded by the autoencoder of a latent model), for pictures."""
