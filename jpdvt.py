@@ -49,6 +49,7 @@ import torch
 
 from dit import DiT
 from metrics import (
+    assign,
     assign_batch,
     kendall_distance,
     kendall_reversible,
@@ -126,8 +127,9 @@ def code_costs(model, diffusion, batch, table, opts, given, latent=False):
     """
     Sample the codes (and missing content) of a batch: returns (cost (B, N, positions): each piece's distance from
     its sampled code to every true code, the mean over opts.samples samples; content with missing pieces generated,
-    the first sample's). given (B, N) bool: the pieces whose true code is told (given_codes; all True generates only
-    the missing content at known positions: temporal super-resolution). latent: the content is autoencoder latents
+    the first sample's, each drawing shown in the cell it was drawn for: follow_cells). given (B, N) bool: the pieces
+    whose true code is told (given_codes; all True generates only the missing content at known positions: temporal
+    super-resolution). latent: the content is autoencoder latents
     (about unit variance), so its predictions are not clipped to [-1, 1] like codes and pixels are.
     opts.callback(i, x, x0): called after every sampling step of the first sample with the state and predicted x0,
     {"code": (B, N, D), "content": (B, N, ...)} (GaussianDiffusion.sample; bench/animate.py draws them); it changes
@@ -140,14 +142,32 @@ def code_costs(model, diffusion, batch, table, opts, given, latent=False):
     # zeros (both are placeholders: sample() starts every generated entry from noise)
     masks = {"code": ~given, "content": batch["missing"]}
     fn, b = model_fn(model, batch["missing"], given), len(content)
-    cost, generated = 0, None
+    cost, generated, first = 0, None, None
     for s in range(opts.samples):
         out = diffusion.sample(fn, start, masks, steps=opts.steps, sampler=opts.sampler, generator=opts.generator,
                                latent=("content",) if latent else (), callback=opts.callback if s == 0 else None)
         pred, cells = piece_codes(out["code"].float(), table.float())                       # (B, N, D), (P, D)
-        cost = cost + torch.cdist(pred, cells[None].expand(b, -1, -1))                      # (B, N, positions)
-        generated = out["content"] if generated is None else generated
-    return cost / opts.samples, generated
+        distance = torch.cdist(pred, cells[None].expand(b, -1, -1))                         # (B, N, positions)
+        cost = cost + distance
+        generated, first = (out["content"], distance) if generated is None else (generated, first)
+    cost = cost / opts.samples
+    if opts.samples > 1:                              # the cells come from all samples, the drawings from the first
+        generated = follow_cells(generated, first, cost, batch, given, opts.assign)
+    return cost, generated
+
+
+def follow_cells(generated, first, cost, batch, given, method):
+    """The first sample's drawings re-paired with the cells that the assignment of the mean cost gives the missing
+    pieces: a missing piece has no content of its own, so each of those cells shows the drawing whose first-sample code
+    lies nearest it (one to one), not whichever drawing the piece that won the cell happened to make."""
+    positions = assign_batch(cost, method, pinned=pinned_cells(batch, given))
+    out = generated.clone()
+    for b, miss in enumerate(batch["missing"].cpu().numpy()):
+        m = np.flatnonzero(miss)
+        if len(m) > 1:                                # drawing of piece m[i] -> the cell held by piece m[pair[i]]
+            pair = assign(first[b][m][:, positions[b, m]].cpu().numpy(), "hungarian")
+            out[b, m[pair]] = generated[b, m]
+    return out
 
 
 def solve(model, diffusion, batch, table, opts, given, latent=False):

@@ -10,9 +10,9 @@ neighbours turn to the cell (an oracle of where the piece was). And a picture of
 
 Errors are in pixel values of [0, 1]: mae the mean absolute error, rmse the root mean squared error, over every pixel
 and channel of every generated piece (8 passes over the 22 val photos: puzzles and sampling noise of seeds 1-8, as
-sample.py --repeats 8 --seed 1). With several samples a puzzle, the drawn pieces are the first sample's while the
-cells come from all samples' mean distances, so with 2 or more missing a drawn piece may be shown in another missing
-piece's cell: this measures what the solution shows.
+sample.py --repeats 8 --seed 1). With several samples a puzzle, the drawn pieces are the first sample's and the cells
+all samples' (jpdvt.follow_cells shows each drawing in the cell it was drawn for); this measures what the solution
+shows, a drawn piece that won a given piece's cell included.
 """
 import argparse
 import os

@@ -190,3 +190,22 @@ def test_relabel_generated_compares_generated_pieces_as_a_set():
     assert true.tolist() == [[0, 2, 1, 3]]                    # the input is not changed
 
 
+
+
+def test_follow_cells_shows_each_drawing_in_the_cell_it_was_drawn_for():
+    """With several samples the cells come from the mean cost and the drawings from the first sample: two missing
+    pieces whose first-sample codes point at each other's assigned cells swap drawings; given pieces keep theirs."""
+    import numpy as np
+
+    from jpdvt import follow_cells
+    n = 4
+    batch = {"missing": torch.tensor([[False, False, True, True]]), "true_pos": torch.arange(n)[None]}
+    cost = torch.full((1, n, n), 5.0)
+    cost[0, torch.arange(n), torch.arange(n)] = 0.0             # the mean: piece i at cell i
+    first = torch.full((1, n, n), 5.0)
+    first[0, [0, 1, 2, 3], [0, 1, 3, 2]] = 0.0                  # the first sample: piece 2 drew cell 3, piece 3 cell 2
+    generated = torch.arange(n, dtype=torch.float32).view(1, n, 1, 1, 1).expand(1, n, 3, 2, 2).clone()
+    out = follow_cells(generated, first, cost, batch, torch.zeros(1, n, dtype=bool), "hungarian")
+    assert out[0, :, 0, 0, 0].tolist() == [0.0, 1.0, 3.0, 2.0]
+    assert np.array_equal(follow_cells(generated, cost, cost, batch, torch.zeros(1, n, dtype=bool), "hungarian"),
+                          generated)                            # drawings already in their cells stay
