@@ -216,11 +216,14 @@ def test_sec_per_puzzle_is_timed_after_a_warm_up(tmp_path, monkeypatch):
     from conftest import SHAPES_CKPT, sample_run
 
     import sample
+    import solving.solver
     from solving.solver import Solver
     calls = []
-    real = Solver.costs
+    real, real_solve = Solver.costs, solving.solver.solve           # the warm-up, then the scoring (jpdvt.solve)
     monkeypatch.setattr(Solver, "costs", lambda self, batch, **kw: (calls.append(
         ((kw.get("opts") or self.opts).steps, len(batch["true_pos"]))), real(self, batch, **kw))[1])
+    monkeypatch.setattr(solving.solver, "solve", lambda *a, **kw: (calls.append(
+        (kw["opts"].steps, len(a[2]["true_pos"]))), real_solve(*a, **kw))[1])
     clock = []
     monkeypatch.setattr(sample.time, "time", lambda real=sample.time.time: (clock.append(len(calls)), real())[1])
     m = sample_run("--ckpt", SHAPES_CKPT, "--num-puzzles", "3", "--steps", "3", "--out", tmp_path)
