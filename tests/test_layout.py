@@ -56,8 +56,8 @@ def test_nothing_outside_bench_and_tests_imports_bench():
 
 def test_readme_sections_in_the_order_a_newcomer_needs():
     sections = re.findall(r"^## (.+)$", README, flags=re.M)
-    assert sections == ["Quickstart", "Results", "How to read this code", "Solve your own pieces", "Training",
-                        "Reproducing the paper on GPUs", "Differences from the paper"], sections
+    assert sections == ["Try it in a minute", "Quickstart", "Results", "How to read this code", "Solve your own pieces",
+                        "Training", "Reproducing the paper on GPUs", "Differences from the paper"], sections
 
 
 WRITES_DOCS = re.compile(r"(^|[\s;&|])(cp|mv|ln|rsync)\s.*\sdocs(/|\s|$)|--out[=\s]+docs\b|>\s*docs/"
