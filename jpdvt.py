@@ -129,8 +129,8 @@ def code_costs(model, diffusion, batch, table, opts, given, latent=False):
     its sampled code to every true code, the mean over opts.samples samples; content with missing pieces generated,
     the first sample's, each drawing shown in the cell it was drawn for: follow_cells). given (B, N) bool: the pieces
     whose true code is told (given_codes; all True generates only the missing content at known positions: temporal
-    super-resolution). latent: the content is autoencoder latents
-    (about unit variance), so its predictions are not clipped to [-1, 1] like codes and pixels are.
+    super-resolution). latent: the content is autoencoder latents (about unit variance), so its predictions are not
+    clipped to [-1, 1] like codes and pixels are.
     opts.callback(i, x, x0): called after every sampling step of the first sample with the state and predicted x0,
     {"code": (B, N, D), "content": (B, N, ...)} (GaussianDiffusion.sample; bench/animate.py draws them); it changes
     no result.
@@ -142,16 +142,17 @@ def code_costs(model, diffusion, batch, table, opts, given, latent=False):
     # zeros (both are placeholders: sample() starts every generated entry from noise)
     masks = {"code": ~given, "content": batch["missing"]}
     fn, b = model_fn(model, batch["missing"], given), len(content)
-    cost, generated, first = 0, None, None
+    cost = 0
     for s in range(opts.samples):
         out = diffusion.sample(fn, start, masks, steps=opts.steps, sampler=opts.sampler, generator=opts.generator,
                                latent=("content",) if latent else (), callback=opts.callback if s == 0 else None)
         pred, cells = piece_codes(out["code"].float(), table.float())                       # (B, N, D), (P, D)
         distance = torch.cdist(pred, cells[None].expand(b, -1, -1))                         # (B, N, positions)
         cost = cost + distance
-        generated, first = (out["content"], distance) if generated is None else (generated, first)
+        if s == 0:
+            generated, first = out["content"], distance
     cost = cost / opts.samples
-    if opts.samples > 1:                              # the cells come from all samples, the drawings from the first
+    if opts.samples > 1 and batch["missing"].any():   # the cells come from all samples, the drawings from the first
         generated = follow_cells(generated, first, cost, batch, given, opts.assign)
     return cost, generated
 
