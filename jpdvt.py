@@ -31,8 +31,9 @@ Read this file after posenc.py and diffusion.py; the networks are in dit.py and 
   generated content goes, and it can take a real piece's cell (the displaced real piece then counts as wrong).
 - Temporal super-resolution (a video use of the same solve, the supplement's): the code of every given piece is
   told, and only the missing pieces between them are generated.
-- Images / Videos (kind_of(config)): the table of true codes, the network, the puzzle stream and the scores of each.
-- load: a checkpoint's EMA network ready to solve test batches and your own bag of pieces (solving/solver.py).
+- Images / Videos (kind_of(config)): the table of true codes, the network, the told pieces and the scores of each.
+- Solver and load: a checkpoint's EMA network ready to solve test batches (sample.py) and your own bag of pieces
+  (Solver.solve, solving/bag.py).
 
     model = DiT(config.model); diffusion = GaussianDiffusion(1000, config.prediction)
     given = given_codes(batch, anchored=False)
@@ -41,13 +42,14 @@ Read this file after posenc.py and diffusion.py; the networks are in dit.py and 
     positions, content = solve(model, diffusion, batch, table=table, opts=SampleOptions(steps=50), given=given)
     result = jpdvt.load("checkpoints/image-photos-3x3.pt").solve(pieces)   # .positions, .confidence, .image
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 import numpy as np
 import torch
 
-from dit import DiT
+from diffusion import GaussianDiffusion
+from dit import DiT, DiTConfig
 from metrics import (
     assign,
     assign_batch,
@@ -58,8 +60,9 @@ from metrics import (
     relabel_generated,
 )
 from posenc import grid_table, sequence_table
-from puzzles import ImagePuzzles, VideoPuzzles
-from unet3d import UNet3D
+from puzzles import ImageConfig, VideoConfig
+from sources.vae import load_codec
+from unet3d import UNet3D, UNetConfig
 
 # ----------------------------------------------------------------------------
 # The method: training objective and solver
@@ -125,9 +128,9 @@ def piece_codes(code, table):
 @torch.no_grad()
 def code_costs(model, diffusion, batch, table, opts, given, latent=False):
     """
-    Sample the codes (and missing content) of a batch: returns (cost (B, N, positions): each piece's distance from
-    its sampled code to every true code, the mean over opts.samples samples; content with missing pieces generated,
-    the first sample's, each drawing shown in the cell it was drawn for: follow_cells). given (B, N) bool: the pieces
+    Sample the codes (and missing content) of a batch opts.samples times: returns (costs (S, B, N, positions): each
+    sample's distance from each piece's sampled code to every true code; content with missing pieces generated, the
+    first sample's, each drawing shown in the cell it was drawn for: follow_cells). given (B, N) bool: the pieces
     whose true code is told (given_codes; all True generates only the missing content at known positions: temporal
     super-resolution). latent: the content is autoencoder latents (about unit variance), so its predictions are not
     clipped to [-1, 1] like codes and pixels are.
@@ -142,27 +145,26 @@ def code_costs(model, diffusion, batch, table, opts, given, latent=False):
     # zeros (both are placeholders: sample() starts every generated entry from noise)
     masks = {"code": ~given, "content": batch["missing"]}
     fn, b = model_fn(model, batch["missing"], given), len(content)
-    cost = 0
+    costs = []
     for s in range(opts.samples):
         out = diffusion.sample(fn, start, masks, steps=opts.steps, sampler=opts.sampler, generator=opts.generator,
                                latent=("content",) if latent else (), callback=opts.callback if s == 0 else None)
         pred, cells = piece_codes(out["code"].float(), table.float())                       # (B, N, D), (P, D)
-        distance = torch.cdist(pred, cells[None].expand(b, -1, -1))                         # (B, N, positions)
-        cost = cost + distance
+        costs.append(torch.cdist(pred, cells[None].expand(b, -1, -1)))                      # (B, N, positions)
         if s == 0:
-            generated, first = out["content"], distance
-    cost = cost / opts.samples
+            generated = out["content"]
+    costs = torch.stack(costs)
     if opts.samples > 1 and batch["missing"].any():   # the cells come from all samples, the drawings from the first
-        generated = follow_cells(generated, first, cost, batch, given, opts.assign)
-    return cost, generated
+        generated = follow_cells(generated, costs, batch, given, opts.assign)
+    return costs, generated
 
 
-def follow_cells(generated, first, cost, batch, given, method):
+def follow_cells(generated, costs, batch, given, method):
     """The first sample's drawings re-paired with the cells that the assignment of the mean cost gives the missing
     pieces: a missing piece has no content of its own, so each of those cells shows the drawing whose first-sample code
     lies nearest it (one to one), not whichever drawing the piece that won the cell happened to make."""
-    positions = assign_batch(cost, method, pinned=pinned_cells(batch, given))
-    out = generated.clone()
+    positions = assign_batch(costs.mean(0), method, pinned=pinned_cells(batch, given))
+    first, out = costs[0], generated.clone()
     for b, miss in enumerate(batch["missing"].cpu().numpy()):
         m = np.flatnonzero(miss)
         if len(m) > 1:                                # drawing of piece m[i] -> the cell held by piece m[pair[i]]
@@ -179,8 +181,8 @@ def solve(model, diffusion, batch, table, opts, given, latent=False):
     of distances keeps each sample's vote, where a mean of codes from samples that chose different cells would sit
     between them, near neither.
     """
-    cost, generated = code_costs(model, diffusion, batch, table=table, opts=opts, given=given, latent=latent)
-    return assign_batch(cost, opts.assign, pinned=pinned_cells(batch, given)), generated      # (B, N)
+    costs, generated = code_costs(model, diffusion, batch, table=table, opts=opts, given=given, latent=latent)
+    return assign_batch(costs.mean(0), opts.assign, pinned=pinned_cells(batch, given)), generated      # (B, N)
 
 
 def pinned_cells(batch, given):
@@ -193,14 +195,22 @@ def pinned_cells(batch, given):
 # What differs between image and video puzzles
 # ----------------------------------------------------------------------------
 
+@dataclass
 class Images:
     """Image puzzles (train_image.py): an R x C grid of square pieces; `model` (a dit.DiTConfig) sets the codes."""
+    p: ImageConfig
+    model: Optional[DiTConfig] = None
     network = DiT
+    vae = None                               # image pieces are always diffused in pixels
 
-    def __init__(self, puzzle, model=None):
-        self.p, self.model = puzzle, model
-        self.anchored = puzzle.anchor        # the code of the first shuffled piece (a random cell) is given
-        self.vae = None                      # image pieces are always diffused in pixels
+    @property
+    def anchored(self):
+        """The code of the first shuffled piece (at a random cell) is given."""
+        return self.p.anchor
+
+    def given(self, batch):
+        """given_codes of a batch of these puzzles."""
+        return given_codes(batch, self.p.anchor)
 
     def table(self, grid=None):
         """(rows * cols, D): the 2D code of every grid position, raster order (D = 32, the model's code_dim); with
@@ -212,33 +222,35 @@ class Images:
             table = table[:, None].expand(-1, k, -1).contiguous()
         return table
 
-    def puzzles(self, split, seed):
-        return ImagePuzzles(self.p, split, seed)
-
     def score(self, positions, batch):
         """Piece and puzzle accuracy of predicted positions (B, N) over the pieces the model had to place (metrics.json
         says so: sample.REPORT's "counted")."""
         true_pos, missing = batch["true_pos"].cpu().numpy(), batch["missing"].cpu().numpy()
-        placed = ~missing & ~given_codes(batch, self.anchored).cpu().numpy()      # not the anchored piece
+        placed = ~missing & ~self.given(batch).cpu().numpy()      # not the anchored piece
         return {"piece_acc": piece_accuracy(positions, true_pos, placed),
                 "puzzle_acc": puzzle_accuracy(positions, true_pos, placed)}
 
 
+@dataclass
 class Videos:
     """Temporal puzzles (train_video.py): a clip cut into pieces of consecutive frames; the first stays first."""
+    p: VideoConfig
+    model: Optional[UNetConfig] = None
     network = UNet3D
+    anchored = True                          # the first piece in time stays first and its code is given
 
-    def __init__(self, puzzle, model=None):
-        self.p = puzzle
-        self.anchored = True                 # the first piece in time stays first and its code is given
-        self.vae = puzzle.vae                # autoencoder folder: diffuse its latents (None: pixels)
+    @property
+    def vae(self):
+        """The autoencoder folder: diffuse its latents (None: pixels)."""
+        return self.p.vae
+
+    def given(self, batch):
+        """given_codes of a batch of these puzzles."""
+        return given_codes(batch, True)
 
     def table(self):
         """(pieces, 16): the 1D code of every time slot."""
         return sequence_table(self.p.pieces)
-
-    def puzzles(self, split, seed):
-        return VideoPuzzles(self.p, split, seed)
 
     def score(self, positions, batch):
         """Kendall distance and exact order of predicted slots (B, N), strict (the README's figures) and with generated
@@ -263,16 +275,92 @@ def kind_of(config):
 
 
 # ----------------------------------------------------------------------------
-# The user's entry point: a trained checkpoint
+# A trained checkpoint: test batches (sample.py) and the user's own bag of pieces
 # ----------------------------------------------------------------------------
 
-def load(path, device="auto"):
-    """A trained checkpoint ready to solve your own pieces: a solving.solver.Solver (the network, its settings, the
-    confidence, the autoencoder of a latent model) with the sampling its checkpoint names, noise seed 0. It leaves
-    torch's thread count as it is (sample.py sets it as training does: one per core but one).
+SAMPLING = {"steps": 50, "sampler": "ddpm", "samples": 1, "assign": "hungarian"}   # unless the checkpoint says
+
+
+class Solver:
+    """A checkpoint's EMA network on `device` with its config, diffusion, position table, sampling options (the
+    generator of their noise included) and precision (auto: bf16 autocast on CUDA, fp32 on CPU and mps); for a latent
+    video model, the autoencoder. sample.py scores test batches with it; jpdvt.load(path).solve(pieces) solves a bag of
+    pieces (solving/bag.py)."""
+
+    def __init__(self, ckpt, config, device, opts, precision="auto"):
+        self.config, self.step, self.device, self.opts, self.precision = config, ckpt["step"], device, opts, precision
+        if opts.generator is None:                   # solve(seed=...) seeds it: one of the solver's own
+            self.opts = replace(opts, generator=torch.Generator(device).manual_seed(0))
+        self.kind = kind_of(config)
+        self.trained_missing = ckpt["config"].puzzle.missing     # up to this many pieces missing in training
+        self.codec = load_codec(self.kind.vae) if self.kind.vae else None
+        self.model = self.kind.network(config.model)
+        self.model.load_state_dict(ckpt["ema"])
+        self.model.to(device).eval()
+        self.diffusion = GaussianDiffusion(1000, config.prediction)
+        self.table = self.kind.table().to(device)
+
+    @property
+    def generates(self):
+        """Trained with missing pieces, so it generates their content."""
+        return self.trained_missing > 0
+
+    def costs(self, batch, given=None, grid=None, opts=None):
+        """(costs (S, B, N, positions), content with missing pieces generated) of a batch of pixel puzzles (code_costs;
+        latents for a latent model: see pixels()). given: the pieces whose code is told (default: the anchor, if the
+        model has one); grid: another grid than the model's (images); opts: other sampling options than the solver's."""
+        given = self.kind.given(batch) if given is None else given
+        if self.codec:
+            batch = self.codec.encode_batch(batch)
+        table = self.table if grid is None else self.kind.table(grid).to(self.device)
+        with self.autocast():
+            return code_costs(self.model, self.diffusion, batch, table=table, opts=opts or self.opts, given=given,
+                              latent=self.codec is not None)
+
+    def solve_batch(self, batch, given=None, opts=None, callback=None):
+        """(positions (B, N), content with missing pieces generated, in pixels): solve() with the solver's model and
+        options (or opts), the told pieces (default: the anchor, if the model has one) on their cells; a latent
+        model's content is decoded by its autoencoder. callback(i, x, x0): after every step of the first sample."""
+        given = self.kind.given(batch) if given is None else given
+        if self.codec:
+            batch = self.codec.encode_batch(batch)
+        opts = replace(opts or self.opts, callback=callback)
+        with self.autocast():
+            positions, content = solve(self.model, self.diffusion, batch, table=self.table, opts=opts, given=given,
+                                       latent=self.codec is not None)
+        return positions, self.codec.decode(content) if self.codec else content
+
+    def autocast(self):
+        """The autocast region of --precision: bf16 or fp16, auto: bf16 on CUDA and fp32 on CPU and mps."""
+        precision = "bf16" if self.precision == "auto" and self.device.type == "cuda" else self.precision
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+        return torch.autocast(self.device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
+
+    def solve(self, pieces, pins=None, grid=None, callback=None, seed=0):
+        """
+        Solve a bag of pieces nobody has solved (solving/bag.py): images (a list of PIL images or arrays, an (N, H, W,
+        3) array, or a {name: piece} dict whose names errors use; resized to the model's piece size) or, for a video
+        model, clips ((F, H, W, C) arrays of the model's frames per piece). pins: {index: (row, col)} (video: {index:
+        0}) of pieces whose place you know, for models trained with an anchor (a video model always: its first piece).
+        grid: (rows, cols) when it differs from the model's; cells beyond the pieces are missing and generated by a
+        model trained with missing pieces. callback(i, x, x0): called after every sampling step (images). seed: the
+        noise of this solve: the same seed, the same result. Returns a solving.bag.Result, with each piece's
+        confidence: the share of the samples (at least CONFIDENCE_SAMPLES) that put it where the answer does.
+        """
+        from solving.bag import solve_bag  # what a bag of your own needs beyond the method: solving/
+        self.opts.generator.manual_seed(seed)
+        return solve_bag(self, pieces, pins or {}, grid=grid, callback=callback)
+
+
+def load(path, device="auto", precision="auto"):
+    """A trained checkpoint ready to solve your own pieces: a Solver with the sampling its checkpoint recommends (chosen
+    on val), else SAMPLING. It leaves torch's thread count as it is (sample.py sets it as training does).
 
         solver = jpdvt.load("checkpoints/image-photos-3x3.pt")
         result = solver.solve(pieces, seed=0)     # result.positions, .confidence, .puzzle_confidence, .image
     """
-    from solving.solver import Solver  # what a user's bag needs beyond the method: solving/
-    return Solver.load(path, device=device)
+    from plumbing.checkpoint import load_checkpoint  # safe loading and its errors: plumbing/
+    from plumbing.cli import resolve_device
+    ckpt, device = load_checkpoint(path), resolve_device(device)
+    opts = SampleOptions(**{**SAMPLING, **ckpt.get("sampling", {})}, generator=torch.Generator(device).manual_seed(0))
+    return Solver(ckpt, ckpt["config"], device, opts, precision)

@@ -9,7 +9,7 @@ generated on the fly by sources/mnist.py while training and scoring).
 import argparse
 
 import sources.mnist as mnist_files
-from plumbing.cli import UserError, run_cli
+from plumbing.cli import UserError, user_errors
 
 
 def main(args):
@@ -41,4 +41,5 @@ def get_parser():
 
 
 if __name__ == "__main__":
-    run_cli(main, get_parser().parse_args())
+    with user_errors():
+        main(get_parser().parse_args())

@@ -215,7 +215,7 @@ class VideoPuzzles(torch.utils.data.Dataset):
         self.files = self.clips.files                          # a video folder's files (else None)
 
     def __len__(self):
-        return ENDLESS if self.train else len(self.clips)
+        return ENDLESS if self.train else self.clips.count
 
     def pieces_at(self, i):
         """Pieces of the puzzle at stream position i (training step i // per_step): all, or fewer early on."""
@@ -231,3 +231,8 @@ class VideoPuzzles(torch.utils.data.Dataset):
         # a no-op: check_puzzle bounds --missing)
         start = None if self.train else (len(clip) - self.span) // 2
         return video_item(make_video_puzzle(clip, pieces, self.cfg.frames_per_piece, rng=rng, missing=k, start=start))
+
+
+def puzzle_set(cfg, split, seed=0):
+    """The ImagePuzzles or VideoPuzzles of a puzzle config (ImageConfig or VideoConfig)."""
+    return (ImagePuzzles if cfg.kind == "image" else VideoPuzzles)(cfg, split, seed)

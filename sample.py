@@ -8,7 +8,7 @@ accuracy over the pieces the model had to place; video checkpoints report the me
 and the fraction of clips fully ordered, strict and with generated pieces compared as a set (REPORT's `counted` texts,
 below, say what each counts). Your own data (--pieces, --frames, and --superres: the
 supplement's temporal super-resolution, of test clips or of --video) is solved by solving/own.py; the confidence
-(--calibrate) is solving/confidence.py.
+of your own pieces is the agreement between samples (solving/bag.py).
 
     python sample.py --ckpt checkpoints/image-shapes-3x3.pt                 # metrics.json + examples.png
     python sample.py --ckpt out/run/ckpt.pt --missing 2 --sampler ddim --steps 25      # deterministic
@@ -26,21 +26,27 @@ import torch
 from tqdm import tqdm
 
 from diffusion import SAMPLERS
-from jpdvt import SampleOptions, given_codes
+from jpdvt import SAMPLING, SampleOptions, Solver
 from metrics import ASSIGNERS
 from plumbing.checkpoint import load_checkpoint
-from plumbing.cli import PRECISIONS, UserError, cpu_threads, non_negative, positive, resolve_device, run_cli
-from puzzles import collate, to_device
-from solving.confidence import calibrate, check_val_size, gather, reliability_of
-from solving.own import refuse_conflicts, solve_pieces, superres, test_settings
-from solving.pictures import picture, save_pictures
-from solving.solver import Solver, sampling_defaults
-from sources.files import split_seen
+from plumbing.cli import (
+    PRECISIONS,
+    UserError,
+    check_puzzle,
+    cpu_threads,
+    grid,
+    non_negative,
+    positive,
+    resolve_device,
+    user_errors,
+)
+from puzzles import collate, puzzle_set
+from solving.pictures import save_pictures
+from sources.files import data_folder
 from sources.images import DATASETS
-from sources.videos import FOLDER_VIDEOS, VIDEO_DATASETS
+from sources.videos import VIDEO_DATASETS
 
 SCORED = {"test": "scored once, for the final figures", "val": "model selection"}
-FOLDER_DATASETS = ("folder", "imagenet", "jpwleg3", *FOLDER_VIDEOS)   # split by files (sources/files.py: split_files)
 # What sample.py reports of each kind of puzzle: the puzzle settings copied into metrics.json, the test puzzles
 # pictured, the metric of fully solved puzzles and what the scores count
 REPORT = {"image": {"settings": ("grid", "piece_size", "gap", "anchor"), "pictured": 8, "solved": "puzzle_acc",
@@ -74,9 +80,10 @@ def summary(kind, metrics):
 def warm_up(solver, puzzles, size):
     """Two sampling steps on a batch of `size` puzzles, with noise of their own, before the timed solves:
     sec_per_puzzle then counts the steady pace, not the first calls' start-up (kernels, allocations)."""
-    batch = to_device(collate([puzzles[i] for i in range(min(size, len(puzzles)))]), solver.device)
-    solver.costs(batch, opts=replace(solver.opts, steps=2, samples=1,
-                                     generator=torch.Generator(solver.device).manual_seed(0)))
+    batch = collate([puzzles[i] for i in range(min(size, len(puzzles)))])
+    solver.solve_batch({k: v.to(solver.device) for k, v in batch.items()},
+                       opts=replace(solver.opts, steps=2, samples=1,
+                                    generator=torch.Generator(solver.device).manual_seed(0)))
 
 
 def score_test_set(args, solver):
@@ -88,48 +95,33 @@ def score_test_set(args, solver):
     """
     puzzle, kind = solver.config.puzzle, solver.kind
     report = REPORT[puzzle.kind]
-    seen, note = split_seen(solver.data, lambda s: kind.puzzles(s, 0).files, split=args.split,
-                            where=(args.ckpt, puzzle.data_dir))
-    if note:
-        print(note)
-    if args.calibrate and seen:
-        raise UserError(f"{args.ckpt} trained on the {args.split} split, so a confidence fitted on it would be "
-                        "optimistic; --calibrate a model trained without it")
-    passes, rows, seconds, found = [], [], 0.0, []
-    warm_up(solver, kind.puzzles(args.split, args.seed), min(args.batch_size, args.num_puzzles))
+    passes, rows, seconds = [], [], 0.0
+    warm_up(solver, puzzle_set(puzzle, args.split, args.seed), min(args.batch_size, args.num_puzzles))
     for r in range(args.repeats):
-        test = kind.puzzles(args.split, args.seed + r)
+        test = puzzle_set(puzzle, args.split, args.seed + r)
         num = min(args.num_puzzles, len(test))
         if r == 0 and num < args.num_puzzles:
             print(f"note: the {args.split} split holds only {len(test)} puzzles; solving {num}")
-        if r == 0 and args.calibrate:
-            check_val_size(num * args.repeats)                # before solving
         solver.opts.generator.manual_seed(args.seed + r)
         positions, truth = [], []
         for start in tqdm(range(0, num, args.batch_size), unit="batch",
                           desc="solving" + (f" (pass {r + 1}/{args.repeats})" if args.repeats > 1 else "")):
             batch = collate([test[i] for i in range(start, min(start + args.batch_size, num))])
-            batch = to_device(batch, solver.device)
+            batch = {k: v.to(solver.device) for k, v in batch.items()}
             t = time.time()
             pos, content = solver.solve_batch(batch)   # jpdvt.solve: the codes, then the assignment
             seconds += time.time() - t
-            if args.calibrate or solver.calibrated():         # the confidence's evidence: one more network call
-                counted = ~given_codes(batch, kind.anchored) & (~batch["missing"] if puzzle.kind == "image" else True)
-                found.append(gather(solver, batch, pos, counted, before=sum(len(f[2]) for f in found)))
             positions.append(pos)
             truth.append({k: batch[k].cpu() for k in ("true_pos", "missing")})
             shown = min(report["pictured"] - len(rows), len(pos))
-            if shown > 0:
-                content = solver.pixels(content[:shown])
-                rows += [picture(kind, batch, pos, content, k) for k in range(shown)]
+            rows += [(batch, pos, content, k) for k in range(max(shown, 0))]
         truth = {k: torch.cat([t[k] for t in truth]) for k in ("true_pos", "missing")}
         passes.append(kind.score(np.concatenate(positions), truth))
     metrics = {**{k: float(np.mean([p[k] for p in passes])) for k in passes[0]},
                "counted": report["counted"], "num_puzzles": num, "sec_per_puzzle": seconds / (num * args.repeats),
                "dataset": puzzle.dataset, "split": args.split, "missing": puzzle.missing, "sampler": args.sampler,
                "steps": args.steps, "samples": args.samples, "assign": args.assign, "seed": args.seed,
-               "precision": solver.settings()["precision"],
-               "repeats": args.repeats, "ckpt": args.ckpt, "train_step": solver.step, "split_seen": seen}
+               "precision": args.precision, "repeats": args.repeats, "ckpt": args.ckpt, "train_step": solver.step}
     if args.repeats > 1:
         metrics["passes"] = passes
     metrics.update({k: getattr(puzzle, k) for k in report["settings"]})
@@ -137,15 +129,6 @@ def score_test_set(args, solver):
         metrics["protocol"] = ("one piece's cell told (anchor, the paper's text), that piece not counted"
                                if puzzle.anchor else "no piece's cell told (the authors' released code): every piece "
                                                      "with content counted")
-    found = [np.concatenate(part) for part in zip(*found)]   # piece margins, correct; puzzle margins, correct;
-    # the puzzle of each piece
-    if args.calibrate:
-        metrics["calibration"] = calibrate(args.ckpt, args.split, solver, found)
-    elif solver.calibration is not None and not solver.calibrated():
-        print(f"note: no confidence reported: the checkpoint's table was fitted with other settings "
-              f"({solver.mismatch()}); rerun --split val --calibrate with these")
-    elif solver.calibrated():
-        metrics.update(reliability_of(solver, found))
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
     path, shown = save_pictures(kind, args.out, rows)
@@ -154,56 +137,97 @@ def score_test_set(args, solver):
         line += f" (mean of {args.repeats} passes; {report['solved']} of each: " + \
             " ".join(f"{p[report['solved']]:.3f}" for p in passes) + ")"
     ensemble = f" x{args.samples} samples" if args.samples > 1 else ""
-    unseen = "" if not seen else f" (NOT held out: the model trained on this {args.split} split)"
     print(f"{num} puzzles ({args.sampler}-{args.steps}{ensemble}, {args.assign}): {line}, "
-          f"{metrics['sec_per_puzzle']:.3f} s/puzzle{unseen}")
-    for part, rep in metrics.get("confidence", {}).items():
-        print(f"{part} confidence: expected calibration error {rep['ece']:.3f}; predicted / observed per bin: "
-              + ", ".join(f"{p:.2f}/{o:.2f} ({n})" for _, _, n, p, o in rep["rows"]))
+          f"{metrics['sec_per_puzzle']:.3f} s/puzzle")
     print(f"wrote {os.path.join(args.out, 'metrics.json')} and {path} ({shown})")
     return metrics
 
 
 # ----------------------------------------------------------------------------
-# Command line
+# Which puzzles, and how
 # ----------------------------------------------------------------------------
 
 def main(args):
     refuse_conflicts(args)
     ckpt = load_checkpoint(args.ckpt)
     config = ckpt["config"]
-    for name, value in sampling_defaults(ckpt).items():      # the checkpoint's estimator, as jpdvt.load's
+    for name, value in {**SAMPLING, **ckpt.get("sampling", {})}.items():    # the checkpoint's sampling, chosen on val
         if getattr(args, name) is None:
             setattr(args, name, value)
     if args.out is None:                                       # a folder of pieces: its answer next to it
         folder = args.pieces or args.frames
         args.out = (os.path.normpath(folder) + "_solved" if folder else
                     os.path.join(os.path.dirname(os.path.abspath(args.ckpt)), "samples"))
-    inputs = INPUTS[config.kind]
+    kind = config.puzzle.kind
+    inputs = INPUTS[kind]
     for flag in (*INPUTS["image"], *INPUTS["video"]):
         if getattr(args, flag) and flag not in inputs:
             its = f"its input is --{inputs[0]}" if len(inputs) == 1 else \
                 f"its inputs are {', '.join('--' + f for f in inputs[:-1])} and --{inputs[-1]}"
-            raise UserError(f"--{flag} does not apply to {args.ckpt}, which holds the {config.kind} model; {its}")
+            raise UserError(f"--{flag} does not apply to {args.ckpt}, which holds the {kind} model; {its}")
     if args.video and not args.superres:
         raise UserError("--video names a clip to raise the frame rate of: add --superres K (to order pieces of your "
                         "own, put them in a folder and pass --frames DIR)")
-    trained = config.puzzle
-    config = replace(config, puzzle=test_settings(args, trained))     # ckpt["config"] stays the trained one
+    config = replace(config, puzzle=test_settings(args, config.puzzle))     # ckpt["config"] stays the trained one
     device = resolve_device(args.device)
     opts = SampleOptions(steps=args.steps, sampler=args.sampler, assign=args.assign, samples=args.samples,
                          generator=torch.Generator(device).manual_seed(args.seed))
     cpu_threads(device, world=1, workers=1)    # on a CPU a core left free, as beside a data worker: on a machine
     # busy with other work, a thread per core makes the solve's threads wait on each other
-    solver = Solver(config, ckpt, device=device, precision=args.precision, opts=opts, seed=args.seed)
-    if trained.dataset not in FOLDER_DATASETS or config.puzzle.dataset not in FOLDER_DATASETS:
-        solver.data = None                                     # no file it scores can be a file it trained on
+    solver = Solver(ckpt, config, device, opts, precision=args.precision)
     os.makedirs(args.out, exist_ok=True)
-    if args.pieces or args.frames:
-        return solve_pieces(args, solver)
-    if args.superres:
-        return superres(args, solver)
+    if args.pieces or args.frames or args.superres:
+        from solving.own import solve_pieces, superres  # your own data: solving/
+        return superres(args, solver) if args.superres else solve_pieces(args, solver)
     return score_test_set(args, solver)
+
+
+# ----------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------
+
+def test_settings(args, puzzle):
+    """The checkpoint's puzzle settings with the flags that change them: --dataset, --data-dir (default: the training
+    run's, for its own dataset), --missing (default: the checkpoint's; 0 for your own data), --frame-stride
+    (videos)."""
+    dataset = args.dataset or puzzle.dataset
+    datasets = DATASETS if puzzle.kind == "image" else VIDEO_DATASETS
+    if dataset not in datasets:
+        raise UserError(f"--dataset {dataset} does not fit this {puzzle.kind} checkpoint; use one of "
+                        f"{', '.join(datasets)}")
+    own_dir = None
+    if dataset == puzzle.dataset and puzzle.data_dir and not args.data_dir:
+        own_dir = data_folder(puzzle.data_dir, args.ckpt)
+        if own_dir is None and not own_data(args):
+            raise UserError(f"{args.ckpt} was trained on {puzzle.data_dir}, which is found neither from here nor "
+                            "next to the checkpoint; pass --data-dir with that folder")
+    if getattr(puzzle, "vae", None):                           # a latent video model: its autoencoder folder
+        vae = args.vae or data_folder(puzzle.vae, args.ckpt)
+        if vae is None:
+            raise UserError(f"{args.ckpt} diffuses latents of the autoencoder {puzzle.vae}, which is found neither "
+                            "from here nor next to the checkpoint; pass --vae with that folder")
+        puzzle = replace(puzzle, vae=vae)
+    changes = {"dataset": dataset, "data_dir": args.data_dir or own_dir,
+               "missing": args.missing if args.missing is not None else (0 if own_data(args) else puzzle.missing)}
+    if args.frame_stride is not None and hasattr(puzzle, "frame_stride"):
+        changes["frame_stride"] = args.frame_stride
+    puzzle = replace(puzzle, **changes)
+    check_puzzle(puzzle)
+    return puzzle
+
+
+def own_data(args):
+    """The flag of the user's own data, if any (--video, --pieces, --frames)."""
+    return args.video or args.pieces or args.frames
+
+
+def refuse_conflicts(args):
+    """Refuse, in one sentence each, flags that cannot go together."""
+    if args.steps is not None and args.steps > 1000:
+        raise UserError(f"--steps {args.steps} is more than the model's 1000 diffusion steps; use at most 1000 (50 is "
+                        "the usual)")
+    if (args.pin or args.grid) and not (args.pieces or args.frames):
+        raise UserError("--pin and --grid apply to a folder of pieces; add --pieces DIR (or --frames DIR)")
 
 
 def get_parser():
@@ -218,8 +242,8 @@ def get_parser():
                    help="solve the test puzzles this many times, pass r with the shuffles and noise of --seed + r, and "
                         "report the mean (for small test folders, whose single pass is a noisy estimate)")
     p.add_argument("--steps", type=positive, help="sampling steps (respaced out of T = 1000). --steps, --sampler, "
-                   "--samples, --assign and --precision default to the checkpoint's estimator, the settings its "
-                   "confidence tables were fitted with (as jpdvt.load does), else to 50, ddpm, 1, hungarian, auto")
+                   "--samples and --assign default to the sampling the checkpoint recommends (chosen on val; as "
+                   "jpdvt.load does), else to 50, ddpm, 1, hungarian")
     p.add_argument("--sampler", choices=SAMPLERS,
                    help="ddpm (ancestral: fresh noise at every respaced step) or ddim (deterministic, eta = 0: only "
                         "the starting noise is random)")
@@ -244,11 +268,13 @@ def get_parser():
     p.add_argument("--pieces", default=None,
                    help="image checkpoints: solve a folder of piece images in any order and with any names (resized to "
                         "the model's piece size; cells beyond them are missing and generated); writes solved.png and "
-                        "arrangement.json")
+                        "arrangement.json, each piece with its confidence (the share of at least 8 samples that put "
+                        "it there)")
     p.add_argument("--frames", default=None,
                    help="video checkpoints: order a folder of pieces (an image per frame for 1-frame pieces, else a "
                         "clip or frame folder per piece); writes order.json")
-    p.add_argument("--grid", default=None, help="--pieces: the grid, e.g. 3 or 2x4 (default: the checkpoint's)")
+    p.add_argument("--grid", type=grid, default=None,
+                   help="--pieces: the grid, e.g. 3 or 2x4 (default: the checkpoint's)")
     p.add_argument("--pin", action="append", default=[], metavar="FILE=ROW,COL",
                    help="--pieces/--frames: a piece whose place you know (repeatable), for models trained with "
                         "--anchor; video models: FILE=0 names the first piece")
@@ -257,20 +283,16 @@ def get_parser():
                         "1-frame pieces), of test clips or of --video")
     p.add_argument("--frame-stride", type=int, default=None,
                    help="video checkpoints: keep every N-th frame (default: the checkpoint's)")
-    p.add_argument("--calibrate", action="store_true",
-                   help="with --split val: fit the tables that turn a piece's code margin into a probability of being "
-                        "right and store them in the checkpoint (solving/confidence.py); later scores report their "
-                        "calibration, and --pieces its probabilities")
     p.add_argument("--batch-size", type=positive, default=50, help="puzzles solved at once")
     p.add_argument("--device", default="auto",
                    help="auto (a CUDA GPU, else a Mac's GPU, mps, else the CPU), cpu, cuda, cuda:N or mps")
-    p.add_argument("--precision", default=None, choices=PRECISIONS,
-                   help="arithmetic: auto (bf16 autocast on CUDA, fp32 on CPU and mps, as in training); the default "
-                        "is the precision of the checkpoint's estimator (fp32 for the shipped checkpoints), else auto")
+    p.add_argument("--precision", default="auto", choices=PRECISIONS,
+                   help="arithmetic: auto (bf16 autocast on CUDA, fp32 on CPU and mps, as in training)")
     p.add_argument("--vae", default=None, help="latent video checkpoints: the autoencoder folder, if it moved since "
                                                "training (default: the training run's)")
     return p
 
 
 if __name__ == "__main__":
-    run_cli(main, get_parser().parse_args())
+    with user_errors():
+        main(get_parser().parse_args())

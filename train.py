@@ -1,117 +1,133 @@
 """
-The training loop shared by train_image.py and train_video.py (the method itself is in jpdvt.py), its settings
-(TrainConfig), the held-out check and the checkpoint it writes.
+The training loop shared by train_image.py and train_video.py, nanoGPT style; the method itself is in jpdvt.py.
 
 Paper: the objective of Sec. 3.1, "Masked Jigsaw Transformer Diffusion" (jpdvt.puzzle_loss), trained as the
 supplement's "Image Experiments" and "Video Experiments" state (their batch sizes, learning rates and steps are the
-table of configs/paper.py); gradient clipping, warm-up, EMA and the held-out check are not stated in the paper.
+table of configs/paper.py). Gradient clipping, warm-up, the EMA and the held-out check are not stated in the paper.
 
 One step: a batch of puzzles -> jpdvt.puzzle_loss -> backward -> clip the gradient at 1 -> AdamW step -> EMA of the
-weights (used for sampling) -> log, a periodic held-out check, a periodic checkpoint. DDP is on when torchrun sets
-RANK (nanoGPT style; rank 0 writes); --batch-size is the global batch over all processes. The helpers the loop calls
-for processes, resume, the data order, micro-batches and the log are in plumbing/training.py; the flags and how a
-run starts in plumbing/flags.py.
+weights (used for sampling) -> log; every so many steps a held-out check and a checkpoint.
+- DDP is on when torchrun sets RANK (rank 0 writes). --batch-size is the global batch B: each of W processes takes
+  B / W puzzles a step, in --accum micro-batches.
+- Exact resume: step s trains on stream positions s*B ... s*B + B - 1, and its noise is seeded by (seed, s). Every
+  process draws the whole batch's t and noise and keeps its own rows, so W processes train as one process would.
+  (fp16's loss scale is not stored: it restarts on resume.)
+- The checkpoint, OUT/ckpt.pt: {format, config, model, ema, opt, step}, written to a temporary file, then renamed.
 
-    train(config, train_set, eval_batch)      # config: puzzle, model, train, prediction, run (plumbing Config)
-    python train_image.py / python train_video.py     # the scripts that build config, train_set and eval_batch
+    train(config, kind, train_set, held_out, run)   # built by train_image.py or train_video.py
 """
+import contextlib
 import copy
 import math
-from dataclasses import dataclass
+import os
+import time
+from dataclasses import asdict, dataclass
 
 import torch
+import torch.distributed as dist
+from tqdm import tqdm
 
-import jpdvt
 from diffusion import GaussianDiffusion
-from jpdvt import SampleOptions, clean_parts, given_codes, puzzle_loss, solve
-from plumbing.checkpoint import FORMAT, save_checkpoint, training_files
-from plumbing.cli import autocast, cpu_threads
-from plumbing.training import (
-    Log,
-    batches,
-    check_processes,
-    micro_batches,
-    no_sync,
-    prepare_model,
-    process_draws,
-    resume_or_init,
-    setup_distributed,
-)
-from puzzles import to_device
+from jpdvt import SampleOptions, clean_parts, puzzle_loss, solve
+from plumbing.checkpoint import FORMAT, load_checkpoint, typed
+from plumbing.cli import UserError, autocast, cpu_threads, resolve_device
+from puzzles import collate
 
-SCHEDULES = {"constant": "constant after the warm-up (the paper states no learning-rate schedule)",
-             "cosine": "cosine decay from step 0 to 0 at --max-steps, times the warm-up ramp"}
+# what --resume may be given: --max-steps, the checks' intervals and how the process runs
+RESUMABLE = ("max_steps", "ckpt_every", "eval_every", "out", "device", "workers", "compile", "log_every", "resume")
 
 
 @dataclass
 class TrainConfig:
-    """How a run trains: the train_*.py flags of the same names (their defaults differ by script)."""
-    batch_size: int = 32                     # puzzles per step, over all processes (each of W takes B / W)
-    lr: float = 1e-3                         # AdamW learning rate (weight decay 0)
-    warmup: int = 100                        # linear warmup steps
-    schedule: str = "constant"               # learning rate: constant (the paper states none) or cosine from step 0 to
-                                             # 0 at max_steps, either times the warm-up ramp
-    max_steps: int = 2000                    # total training steps
-    ema_decay: float = 0.999                 # EMA of the weights used for sampling: its largest decay (the loop)
+    """How a run trains (the flags of the same names). The defaults are the tiny CPU image recipe."""
+    batch_size: int = 64                     # puzzles per step, over all processes (each of W takes B / W)
+    lr: float = 2e-3                         # AdamW learning rate (weight decay 0)
+    warmup: int = 100                        # linear warm-up steps
+    schedule: str = "constant"               # constant (the paper states none) or cosine to 0 at max_steps
+    max_steps: int = 3000                    # total training steps
+    ema_decay: float = 0.999                 # the largest decay of the EMA of the weights used for sampling
     weight_code: float = 1.0                 # loss weight of the positional codes
-    weight_content: float = 0.1              # loss weight of missing pieces' content (a mean over the missing
-                                             # entries of the batch, whatever their number)
-    precision: str = "auto"                  # autocast: auto (bf16 on CUDA, fp32 on CPU, mps), fp32, bf16, fp16
+    weight_content: float = 0.1              # loss weight of missing pieces' content (the paper's videos: 0.8)
+    precision: str = "auto"                  # autocast: auto (bf16 on CUDA, fp32 on CPU and mps), fp32, bf16, fp16
     seed: int = 0                            # data stream, noise and initial weights
     ckpt_every: int = 500                    # write ckpt.pt every N steps
     eval_every: int = 500                    # held-out check every N steps (0: only at the end)
     eval_puzzles: int = 64                   # puzzles of the held-out check
     eval_steps: int = 20                     # DDIM steps of the held-out check
-    accum: int = 1                           # micro-batches per process and step (gradient accumulation): each
-                                             # process runs batch_size / (W * accum) puzzles at a time
+    accum: int = 1                           # micro-batches per process and step (gradient accumulation)
+
+
+@dataclass
+class RunConfig:
+    """How this process runs a training (the flags of the same names); never stored."""
+    out: str = "out/run"                     # ckpt.pt and log.txt
+    device: str = "auto"                     # auto (cuda, else mps, else cpu), cpu, cuda, cuda:N or mps
+    workers: int = 1                         # data-loading processes
+    compile: bool = False                    # torch.compile the model
+    log_every: int = 50                      # read and log the losses every N steps
 
 
 # ----------------------------------------------------------------------------
 # The loop
 # ----------------------------------------------------------------------------
 
-def train(config, train_set, eval_batch, ckpt=None, encode=None, notes=()):
+def train(config, kind, train_set, held_out, run, start=None, encode=None):
     """
-    Train config's network on `train_set` (a map-style dataset indexed by stream position) from scratch, from
-    --init's weights or from `ckpt` (--resume); score its EMA on the fixed held-out `eval_batch`. encode(batch)
-    -> batch runs on the device before the loss and the check (frames -> autoencoder latents). `notes`: the first
-    lines of the log (start_run's settings and their sources, or what a resume changed). How this process runs
-    (output folder, device, workers, torch.compile, --init, log interval) is config.run.
+    Train config's network on `train_set` (a map-style dataset indexed by stream position), from the seed's weights or
+    from `start` (a checkpoint dict: --resume, or --init's EMA weights at step 0); check its EMA on the first puzzles of
+    `held_out`. kind: jpdvt.Images or jpdvt.Videos. encode(batch) -> batch runs on the device before the loss (frames
+    -> autoencoder latents).
     """
-    tc, run = config.train, config.run
+    tc = config.train
     rank, world, device = setup_distributed(run.device)
     threads = cpu_threads(device, world, run.workers)
-    check_processes(tc, world, device)
-    kind = jpdvt.kind_of(config)
-    (model, ema, opt, scaler), step, before = build(config, device, ckpt)
-    net = prepare_model(model, device, world=world, compile_=run.compile)
+    if tc.batch_size % (world * tc.accum):
+        raise UserError(f"--batch-size {tc.batch_size} is the global batch and must split evenly into {world} "
+                        f"process(es) x --accum {tc.accum} micro-batches; use a multiple of {world * tc.accum}")
+    if tc.precision == "fp16" and device.type != "cuda":
+        raise UserError("--precision fp16 needs a CUDA device (its gradient scaler is CUDA only); use fp32 or bf16")
+    torch.manual_seed(tc.seed)                       # the same initial weights on every rank and every rerun
+    model = kind.network(config.model).to(device)
+    ema = copy.deepcopy(model).eval().requires_grad_(False)
+    opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=0.0, fused=device.type == "cuda")
+    scaler = torch.amp.GradScaler(enabled=tc.precision == "fp16")   # its scale is not stored: it restarts on resume
+    step = load_state(start, model, ema, opt)
+    net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda"
+                                                    else None) if world > 1 else model
+    net = torch.compile(net) if run.compile else net
     diffusion, table = GaussianDiffusion(1000, config.prediction), kind.table().to(device)
     weights = {"code": tc.weight_code, "content": tc.weight_content}
     encode = encode or (lambda batch: batch)
-    data = training_files(train_set, config.puzzle, before, resuming=ckpt is not None)
-    eval_batch = encode(to_device(eval_batch, device))
-    log = Log(run.out, (rank, world), step=step, every=run.log_every, max_steps=tc.max_steps)
-    micro_size = tc.batch_size // (world * tc.accum)
-    for line in [*notes, f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {world} process(es) "
-                 f"on {device}{f', {threads} thread(s) each' if threads else ''}; global batch {tc.batch_size} = "
-                 f"{world} process(es) x {tc.accum} micro-batch(es) x {micro_size} puzzles; step {step} -> "
-                 f"{tc.max_steps}"]:
-        log.write(line)
-    loader = log.timed(batches(train_set, tc, step, ranks=(rank, world), workers=run.workers,
-                               pin=device.type == "cuda"))
+    eval_batch = collate([held_out[i] for i in range(min(tc.eval_puzzles, len(held_out)))])
+    eval_batch = encode({k: v.to(device) for k, v in eval_batch.items()})
+    log = Log(run.out, rank, world, step, tc.max_steps)
+    if start is not None and start["opt"]:
+        log.write(f"resuming at step {step}")
+    log.write("settings: " + "; ".join(f"{k} {v}" for part in (config.puzzle, config.model, tc)
+                                       for k, v in asdict(part).items()) + f"; prediction {config.prediction}")
+    log.write(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {world} process(es) on {device}"
+              f"{f', {threads} thread(s) each' if threads else ''}; global batch {tc.batch_size} = {world} "
+              f"process(es) x {tc.accum} micro-batch(es) x {tc.batch_size // (world * tc.accum)}; step {step} -> "
+              f"{tc.max_steps}")
+    loader = torch.utils.data.DataLoader(train_set, batch_sampler=StepBatches(tc, step, rank, world),
+                                         collate_fn=collate, num_workers=run.workers, pin_memory=device.type == "cuda")
+    waited = time.perf_counter()
     for batch in loader:
+        log.waited += time.perf_counter() - waited
         torch.manual_seed(tc.seed * 1_000_003 + step)   # noise of this step, the same on every process: exact on resume
-        batch = encode(to_device(batch, device))
+        batch = encode({k: v.to(device, non_blocking=True) for k, v in batch.items()})
         lr = learning_rate(tc, step)
         for group in opt.param_groups:
             group["lr"] = lr
-        given = given_codes(batch, kind.anchored)                  # the anchor's code is told, never generated
-        draws = process_draws(diffusion, clean_parts(batch, table), (rank, world))  # t and noise, then split
+        given = kind.given(batch)                  # the anchor's code is told, never generated
+        draws = process_draws(diffusion, clean_parts(batch, table), rank, world)   # t and noise, this process's rows
         opt.zero_grad(set_to_none=True)
         parts = micro_batches(batch, given, draws, tc.accum, world)
         losses = {}
         for i, (part, share) in enumerate(parts):
-            with no_sync(net, last=i == len(parts) - 1), autocast(device, tc.precision):
+            # DDP averages the gradients over processes once, at the last micro-batch's backward
+            sync = i == len(parts) - 1 or world == 1
+            with (contextlib.nullcontext() if sync else net.no_sync()), autocast(device, tc.precision):
                 out = puzzle_loss(net, diffusion, part["batch"], table=table, given=part["given"], weights=weights,
                                   t=part["t"], noise=part["noise"])
                 # out[k]: this micro-batch's mean over its generated entries of part k (code, content); share[k]:
@@ -130,54 +146,136 @@ def train(config, train_set, eval_batch, ckpt=None, encode=None, notes=()):
         # the decay grows as (1 + step) / (10 + step) up to ema_decay (0.999 from step 8,990 on, 0.9999 from step
         # 89,990), so that the EMA soon leaves the random initial weights; shorter runs never reach ema_decay
         ema_update(ema, model, min(tc.ema_decay, (1 + step) / (10 + step)))
-        log.step(step, losses)                        # kept on the device: no sync here
+        log.add(losses)                               # kept on the device: no sync here
         evaluate = tc.eval_every and step % tc.eval_every == 0 and step < tc.max_steps
         save = step % tc.ckpt_every == 0 or step == tc.max_steps
-        if evaluate or save or step % log.every == 0:  # the same steps on every rank
-            log.read(step, lr)                         # one sync: every rank stops here if any loss was not finite
-        if log.master and evaluate:
-            line = held_out_check(ema, diffusion, eval_batch, config=config, device=device)
-            log.write(f"eval step {step} {line}")
-        if log.master and save:
-            save_checkpoint(log.ckpt, state(config, model, ema, opt=opt, scaler=scaler, step=step, data=data))
+        if evaluate or save or step % run.log_every == 0:  # the same steps on every rank
+            log.read(step, lr)                        # one sync: every rank stops here if any loss was not finite
+        if rank == 0 and evaluate:
+            log.write(f"eval step {step} {held_out_check(ema, diffusion, eval_batch, config, kind, device)}")
+        if rank == 0 and save:
+            ckpt = {"format": FORMAT, "config": {"kind": config.puzzle.kind, **asdict(config)},
+                    "model": model.state_dict(), "ema": ema.state_dict(), "opt": opt.state_dict(), "step": step}
+            torch.save(ckpt, log.ckpt + ".tmp")
+            os.replace(log.ckpt + ".tmp", log.ckpt)   # atomic: a kill never leaves a broken ckpt.pt
+        waited = time.perf_counter()
     log.bar.close()
-    if log.master:
-        line = held_out_check(ema, diffusion, eval_batch, config=config, device=device)
+    if rank == 0:
+        line = held_out_check(ema, diffusion, eval_batch, config, kind, device)
         log.write(f"final step {step} {line} (held out: {len(eval_batch['true_pos'])} val puzzles, "
                   f"DDIM-{tc.eval_steps})")
-    log.close(world)                                   # the last step's checkpoint was written in the loop
+        log.file.close()
+    if world > 1:
+        dist.destroy_process_group()
 
 
-def build(config, device, ckpt):
-    """((network, its EMA, AdamW, grad scaler), first step, the training-files record of the run it continues): from
-    the seed (the same initial weights on every rank and every rerun), --init's weights or `ckpt` (--resume)."""
-    tc = config.train
-    torch.manual_seed(tc.seed)
-    model = jpdvt.kind_of(config).network(config.model).to(device)
-    ema = copy.deepcopy(model).eval().requires_grad_(False)
-    opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=0.0, fused=device.type == "cuda")
-    scaler = torch.amp.GradScaler(enabled=tc.precision == "fp16" and device.type == "cuda")
-    step, before = resume_or_init(ckpt, config.run.init, config, objects=(model, ema, opt, scaler))
-    return (model, ema, opt, scaler), step, before
+def resume(args, kind):
+    """(config, checkpoint) of --resume: the checkpoint's settings whole, with --max-steps and the checks' intervals
+    if given; any other setting flag is refused. --out defaults to the checkpoint's folder."""
+    if args.init:
+        raise UserError("--init starts a new run from a checkpoint's weights and --resume continues a run; give one")
+    ckpt = load_checkpoint(args.resume, kind)
+    if not ckpt.get("opt"):
+        raise UserError(f"checkpoint {args.resume} holds EMA weights only (a shipped checkpoint) and cannot be "
+                        "resumed; fine-tune it with --init, or resume from a training run's ckpt.pt")
+    given = [k for k, v in vars(args).items() if v is not None and k not in RESUMABLE]
+    if given:
+        raise UserError(f"--{given[0].replace('_', '-')} cannot be given with --resume: a resumed run keeps its "
+                        "checkpoint's settings; drop it, or start a new run from its weights with --init")
+    config = ckpt["config"]
+    config.train = typed(TrainConfig, config.train, args.resume)
+    for name in ("max_steps", "ckpt_every", "eval_every"):
+        if getattr(args, name) is not None:
+            setattr(config.train, name, getattr(args, name))
+    args.out = args.out or os.path.dirname(os.path.abspath(args.resume))
+    return config, ckpt
 
 
-def held_out_check(ema, diffusion, batch, config, device):
+def setup_distributed(device_arg):
+    """DDP is on when torchrun sets RANK: nccl on CUDA, gloo on CPU. Returns (rank, world, device). On CUDA, fp32
+    matmuls and convolutions may use TF32 (the fp32 weights and the autocast regions are unchanged)."""
+    device = resolve_device(device_arg)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    if "RANK" not in os.environ:
+        return 0, 1, device
+    if device.type == "mps":
+        raise UserError("torchrun runs several processes on CUDA GPUs or CPU cores, and a Mac's GPU is one device; "
+                        "train without torchrun, or pass --device cpu")
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(device)
+    return dist.get_rank(), dist.get_world_size(), device
+
+
+def load_state(start, model, ema, opt):
+    """The first step: 0, or a checkpoint's (--resume: its network, EMA and optimizer; --init: its EMA weights into
+    the network and the EMA, with a fresh optimizer at step 0)."""
+    if start is None:
+        return 0
+    model.load_state_dict(start["model"] or start["ema"])
+    ema.load_state_dict(start["ema"])
+    if start["opt"]:
+        opt.load_state_dict(start["opt"])
+    return start["step"]
+
+
+class StepBatches(torch.utils.data.Sampler):
+    """The batches of an endless stream (a training dataset maps a stream position to a fresh puzzle): step s is
+    positions s*B ... s*B + B - 1 of the global batch B, of which rank r of W takes the r-th B / W. Starting at
+    `start` resumes exactly."""
+
+    def __init__(self, tc, start, rank=0, world=1):
+        self.batch, self.per_rank, self.max_steps = tc.batch_size, tc.batch_size // world, tc.max_steps
+        self.start, self.rank = start, rank
+
+    def __iter__(self):
+        for s in range(self.start, self.max_steps):
+            first = s * self.batch + self.rank * self.per_rank
+            yield list(range(first, first + self.per_rank))
+
+    def __len__(self):
+        return self.max_steps - self.start
+
+
+def process_draws(diffusion, x0, rank, world):
+    """This process's rows of the global batch's draws (t, noise): every process draws the whole batch's from the same
+    seed and keeps its own rows, so that W processes by B / W puzzles train as one process by B."""
+    b = next(iter(x0.values())).shape[0]
+    t, noise = diffusion.draw({k: v.new_empty(b * world, *v.shape[1:]) for k, v in x0.items()})
+    rows = slice(rank * b, (rank + 1) * b)
+    return t[rows], {k: v[rows] for k, v in noise.items()}
+
+
+def micro_batches(batch, given, draws, k, world=1):
+    """A process's batch, its anchor mask and its draws (t, noise) split into k micro-batches along the puzzle axis:
+    [({"batch", "given", "t", "noise"}, share)], share[part] = the micro-batch's generated entries of that part over
+    their mean count per process in the global batch. Each part's loss is a mean over generated entries, so the losses
+    times their shares, summed over micro-batches and averaged over processes as DDP averages the gradients, are the
+    global batch's losses: the accumulated gradient is the one-process, unsplit step's."""
+    t, noise = draws
+    puzzles = [dict(zip(batch, c)) for c in zip(*(v.tensor_split(k) for v in batch.values()))]
+    givens, ts = given.tensor_split(k), t.tensor_split(k)
+    noises = [dict(zip(noise, c)) for c in zip(*(v.tensor_split(k) for v in noise.values()))]
+    counts = torch.stack([(~given).sum(), batch["missing"].sum()]).float()      # generated codes, missing content
+    if world > 1:
+        dist.all_reduce(counts)                                                  # over the global batch
+    codes_per_process, missing_per_process = counts.clamp(min=1) / world        # on the device: no sync
+    return [({"batch": b, "given": g, "t": s, "noise": n},
+             {"code": (~g).sum() / codes_per_process, "content": b["missing"].sum() / missing_per_process})
+            for b, g, s, n in zip(puzzles, givens, ts, noises)]
+
+
+def held_out_check(ema, diffusion, batch, config, kind, device):
     """The EMA model's scores on the held-out batch, as one line: DDIM (deterministic, so that successive checks
     compare), noise seed 0, in the training's precision."""
     noise = torch.Generator(device).manual_seed(0)
     opts = SampleOptions(steps=config.train.eval_steps, sampler="ddim", generator=noise)
-    kind = jpdvt.kind_of(config)
     with autocast(device, config.train.precision):
         positions, _ = solve(ema, diffusion, batch, table=kind.table().to(device), opts=opts,
-                             given=given_codes(batch, kind.anchored), latent=kind.vae is not None)
+                             given=kind.given(batch), latent=kind.vae is not None)
     return " ".join(f"{k} {v:.4f}" for k, v in kind.score(positions, batch).items())
-
-
-def state(config, model, ema, opt, scaler, step, data):
-    """What ckpt.pt holds: plain types and tensors only; data: the training files' record
-    (sources.files.fingerprint)."""
-    return {"format": FORMAT, "config": config.to_dict(), "model": model.state_dict(), "ema": ema.state_dict(),
-            "opt": opt.state_dict(), "scaler": scaler.state_dict(), "step": step, "data": data}
 
 
 def ema_update(ema, model, decay):
@@ -194,3 +292,51 @@ def learning_rate(tc, step):
     if tc.schedule == "cosine":
         lr *= 0.5 * (1 + math.cos(math.pi * min(step / tc.max_steps, 1.0)))
     return lr
+
+
+class Log:
+    """The tqdm bar and OUT/log.txt (rank 0): mean losses, steps/s and the share of time spent waiting for data every
+    --log-every steps, and the held-out checks. Losses are summed on the device and read only by `read` (a sync),
+    which also stops every process if any loss since the last read was not finite, before a checkpoint keeps it."""
+
+    def __init__(self, out, rank, world, step, max_steps):
+        self.rank, self.world, self.last, self.ckpt = rank, world, step, os.path.join(out, "ckpt.pt")
+        self.sums, self.t0, self.waited = {}, time.time(), 0.0
+        if rank == 0:
+            os.makedirs(out, exist_ok=True)
+            self.file = open(os.path.join(out, "log.txt"), "a")
+            if step >= max_steps:
+                print(f"checkpoint is already at step {step} >= --max-steps {max_steps}; nothing to train")
+        self.bar = tqdm(total=max_steps, initial=step, disable=rank != 0, desc="train", dynamic_ncols=True)
+
+    def write(self, msg):
+        if self.rank == 0:
+            tqdm.write(msg)
+            self.file.write(msg + "\n")
+            self.file.flush()
+
+    def add(self, losses):
+        """Add a step's losses, and whether the loss was not finite, to the running sums (on the device)."""
+        losses = {**losses, "bad": (~torch.isfinite(losses["loss"])).float()}
+        for k, v in losses.items():
+            self.sums[k] = self.sums.get(k, 0) + v.float()
+        self.bar.update(1)
+
+    def read(self, step, lr):
+        """Sync: refuse non-finite losses on any process, then log the mean losses since the last read (each
+        process's losses are its share of the global batch's times W: their mean over processes is the global one)."""
+        if self.world > 1:
+            for v in self.sums.values():
+                dist.all_reduce(v)
+                v /= self.world
+        if self.sums.pop("bad").item():
+            self.bar.close()                            # the error goes on a line of its own
+            raise UserError(f"the loss became nan or inf between steps {self.last} and {step}; the last good "
+                            f"checkpoint is {self.ckpt} (try a lower --lr or --precision fp32)")
+        elapsed, n = max(time.time() - self.t0, 1e-9), step - self.last
+        means = {k: v.item() / n for k, v in self.sums.items()}
+        self.bar.set_postfix(loss=f"{means['loss']:.4f}")
+        parts = " ".join(f"{k} {v:.4f}" for k, v in means.items() if k != "loss")
+        self.write(f"step {step} loss {means['loss']:.4f} {parts} lr {lr:.2e} steps/s {n / elapsed:.2f} "
+                   f"data wait {100 * min(self.waited / elapsed, 1):.0f}%")
+        self.sums, self.t0, self.last, self.waited = {}, time.time(), step, 0.0

@@ -7,9 +7,9 @@ Experiments": the first piece is the anchor; in the experiments with missing pie
 (--missing K, which --paper does not set: 0..K at random while training), loss weights 0.8 missing frames / 0.2
 positional codes, batch 32, lr 1e-4, linear noise schedule, T = 1000, 250k steps; MovingMNIST is diffused in pixels,
 larger videos in the latent space of the Stable Diffusion autoencoder (256x256x3 frames -> 32x32x4 latents, `--vae`).
-Every setting comes from a flag, else the paper's table (configs/paper.py; on by default for clevrer, ucf101 and qst,
-with --paper for movingmnist), else the dataset's default, else the tiny CPU recipe below; the log's first line prints
-each with its source.
+The settings start at the tiny CPU recipe (RECIPE and the dataclasses' defaults, at the dataset's usual frame size),
+the paper's table replaces them where it applies (configs/paper.py; on by default for clevrer, ucf101 and qst, with
+--paper for movingmnist), and the flags given replace both (make_config). The log's first line prints the settings.
 
     python train_video.py                            # tiny U-Net, built-in digits, 5 pieces x 4 frames, 32 px
     python train_video.py --dataset movingmnist --data-dir data/mnist_test_seq.npy --pieces 10 --frames-per-piece 2 \
@@ -17,86 +17,91 @@ each with its source.
     python train_video.py --dataset ucf101 --data-dir /data/ucf101 --pieces 8 --frames-per-piece 4 --vae /models/sd-vae
     torchrun --standalone --nproc_per_node=8 train_video.py --dataset ucf101 --data-dir ... --vae ...
 
-Writes OUT/ckpt.pt ({config, model, ema, opt, scaler, step, data}) and OUT/log.txt; --resume OUT/ckpt.pt continues
-exactly. Solve test puzzles, order your own pieces or raise a video's frame rate with sample.py --ckpt OUT/ckpt.pt.
+Writes OUT/ckpt.pt and OUT/log.txt (the loop: train.py); --resume OUT/ckpt.pt continues exactly.
+Solve test puzzles, order your own pieces or raise a video's frame rate with sample.py --ckpt OUT/ckpt.pt.
 """
 import argparse
-from dataclasses import asdict, replace
+from dataclasses import fields, replace
 
 import jpdvt
-from configs.paper import VIDEO
-from plumbing.checkpoint import Config
-from plumbing.cli import UserError, check_puzzle, run_cli
-from plumbing.flags import add_train_flags, paper_settings, resolve, settings_line, start_run, train_config
-from puzzles import VideoConfig, collate, curriculum_pieces
+from configs.paper import PAPER_ONLY, VIDEO
+from plumbing.checkpoint import Config, init_weights
+from plumbing.cli import UserError, add_train_flags, check_puzzle, user_errors
+from puzzles import VideoConfig, VideoPuzzles, curriculum_pieces
 from sources.vae import VAE_FACTOR, load_codec
 from sources.videos import FOLDER_VIDEOS, VIDEO_DATASETS
-from train import TrainConfig, train
+from train import RunConfig, TrainConfig, resume, train
 from unet3d import CONFIGS
 
 # frame side when --size is left out: built-in digits 32, other datasets 64 (the shipped Moving MNIST models use
 # --size 32). The paper's settings override it: Moving MNIST 64, clevrer, ucf101 and qst 256 px frames, diffused as
 # 32 x 32 latents with --vae (configs/paper.py)
-DATASET_SIZES = {"digits": 32, "movingmnist": 64, "videos": 64, "clevrer": 64, "ucf101": 64, "qst": 64}
-DEFAULTS = TrainConfig(batch_size=16, lr=1e-3, max_steps=300, ckpt_every=100, eval_every=100, eval_puzzles=32,
-                       weight_code=0.2, weight_content=0.8)
-# every setting a flag can leave out, with the tiny CPU recipe's value (size: DATASET_SIZES)
-SCRIPT_DEFAULTS = {"pieces": 5, "frames_per_piece": 4, "curriculum": None, "missing": 0, "frame_stride": 1,
-                   "size": None, "model": "tiny", "prediction": "x0", "vae": None, **asdict(DEFAULTS)}
-
-
-def puzzle_config(args):
-    """The VideoConfig of the (resolved) puzzle flags, validated (a UserError with a one-line fix)."""
-    if args.curriculum and not (2 <= args.curriculum[0] <= args.pieces and args.curriculum[1] >= 1):
-        raise UserError(f"--curriculum FIRST STEPS needs 2 <= FIRST <= --pieces ({args.pieces}) and STEPS >= 1, "
-                        f"got {args.curriculum[0]} {args.curriculum[1]}")
-    cfg = CONFIGS[args.model]
-    factor = cfg.patch_size * 2 ** (len(cfg.channels) - 1) * (VAE_FACTOR if args.vae else 1)
-    if args.size < 8 or args.size % factor:
-        raise UserError(f"--size must be at least 8 and a multiple of {factor} for --model {args.model}"
-                        f"{' with --vae' if args.vae else ''}, got {args.size}")
-    curriculum = (*args.curriculum, args.batch_size) if args.curriculum else None   # (first, steps, global batch)
-    if curriculum and (last := curriculum_pieces(curriculum, args.pieces, args.max_steps - 1)) < args.pieces:
-        first, steps = args.curriculum                                    # the run ends short of all pieces
-        print(f"note: --curriculum {first} {steps} reaches all {args.pieces} pieces at step {steps}; this run stops at "
-              f"--max-steps {args.max_steps} with {last} (scored on all): raise it, or --resume with a larger one")
-    puzzle = VideoConfig(dataset=args.dataset, data_dir=args.data_dir, pieces=args.pieces,
-                         frames_per_piece=args.frames_per_piece, size=args.size,
-                         channels=3 if args.vae or args.dataset in FOLDER_VIDEOS else 1,
-                         frame_stride=args.frame_stride, missing=args.missing, vae=args.vae, curriculum=curriculum)
-    check_puzzle(puzzle)
-    return puzzle
+SIZES = {"digits": 32, "movingmnist": 64, "videos": 64, "clevrer": 64, "ucf101": 64, "qst": 64}
+# the tiny CPU video recipe: where it differs from TrainConfig's (the image recipe)
+RECIPE = {"batch_size": 16, "lr": 1e-3, "max_steps": 300, "ckpt_every": 100, "eval_every": 100, "eval_puzzles": 32,
+          "weight_code": 0.2, "weight_content": 0.8}
 
 
 def make_config(args):
-    """(Config, settings line) of a fresh run: the defaults, then the paper's settings, then the flags
-    (plumbing.flags.resolve)."""
-    sources = {"dataset": "flag" if args.dataset else "default"}
-    args.dataset = args.dataset or "digits"
-    paper = paper_settings(VIDEO, args.dataset, args.paper)
-    sources.update(resolve(args, {**SCRIPT_DEFAULTS, "size": DATASET_SIZES[args.dataset]}, paper))
-    if "vae" in paper and args.vae is None:                 # the paper's latent setting needs the user's autoencoder
-        if sources["size"] != "flag":
-            raise UserError(f"--dataset {args.dataset} with the paper's settings diffuses 256 px frames as Stable "
+    """The run's Config: the tiny CPU recipe (RECIPE, the dataclasses' defaults, the tiny model, the dataset's usual
+    frame size), then the paper's table where it applies, then the flags given."""
+    dataset = args.dataset or "digits"
+    settings = {"dataset": dataset, "model": "tiny", "size": SIZES[dataset], **RECIPE}
+    paper = {}
+    if args.paper or (args.paper is None and dataset in PAPER_ONLY):
+        if dataset not in VIDEO:
+            raise UserError(f"--paper: the paper has no experiment on --dataset {dataset}; use one of "
+                            f"{', '.join(VIDEO)} (or drop --paper)")
+        paper = {k: value for k, (value, why) in VIDEO[dataset].items()}
+        if paper.pop("vae", None) and args.vae is None and args.size is None:  # the paper's latents need your VAE
+            raise UserError(f"--dataset {dataset} with the paper's settings diffuses 256 px frames as Stable "
                             "Diffusion latents: pass --vae FOLDER (a diffusers AutoencoderKL), or --size for a pixel "
                             "run (or --no-paper)")
-        sources["vae"] = f"not given: pixels at --size {args.size}, not the paper's latents ({paper['vae'][1]})"
-    puzzle = puzzle_config(args)
-    channels = load_codec(args.vae).channels if args.vae else puzzle.channels     # what the U-Net diffuses
-    model = replace(CONFIGS[args.model], in_channels=channels, frames_per_piece=args.frames_per_piece)
-    config = Config(puzzle=puzzle, model=model, train=train_config(args), prediction=args.prediction)
-    return config, settings_line({k: getattr(args, k) for k in sources}, sources)
+    settings |= paper | {k: v for k, v in vars(args).items() if v is not None}
+    settings["channels"] = 3 if settings.get("vae") or dataset in FOLDER_VIDEOS else 1
+    cfg = CONFIGS[settings["model"]]
+    factor = cfg.patch_size * 2 ** (len(cfg.channels) - 1) * (VAE_FACTOR if settings.get("vae") else 1)
+    if settings["size"] < 8 or settings["size"] % factor:
+        raise UserError(f"--size must be at least 8 and a multiple of {factor} for --model {settings['model']}"
+                        f"{' with --vae' if settings.get('vae') else ''}, got {settings['size']}")
+    if settings.get("curriculum"):
+        settings["curriculum"] = check_curriculum(settings)
+    puzzle = VideoConfig(**{f.name: settings[f.name] for f in fields(VideoConfig) if f.name in settings})
+    check_puzzle(puzzle)
+    channels = load_codec(puzzle.vae).channels if puzzle.vae else puzzle.channels     # what the U-Net diffuses
+    model = replace(cfg, in_channels=channels, frames_per_piece=puzzle.frames_per_piece)
+    train_config = TrainConfig(**{f.name: settings[f.name] for f in fields(TrainConfig) if f.name in settings})
+    return Config(puzzle=puzzle, model=model, train=train_config, prediction=settings.get("prediction", "x0"))
+
+
+def check_curriculum(settings):
+    """--curriculum FIRST STEPS as the puzzle stores it, (first, steps, global batch), checked."""
+    (first, steps), pieces = settings["curriculum"], settings.get("pieces", VideoConfig.pieces)
+    if not (2 <= first <= pieces and steps >= 1):
+        raise UserError(f"--curriculum FIRST STEPS needs 2 <= FIRST <= --pieces ({pieces}) and STEPS >= 1, "
+                        f"got {first} {steps}")
+    curriculum = (first, steps, settings["batch_size"])
+    if (last := curriculum_pieces(curriculum, pieces, settings["max_steps"] - 1)) < pieces:
+        print(f"note: --curriculum {first} {steps} reaches all {pieces} pieces at step {steps}; this run stops at "
+              f"--max-steps {settings['max_steps']} with {last} (scored on all): raise it, or --resume with a larger "
+              "one")
+    return curriculum
 
 
 def main(args):
-    config, ckpt, notes = start_run(args, {"dataset": None, "data_dir": None, **SCRIPT_DEFAULTS}, kind="video",
-                                    make_config=make_config)
-    kind = jpdvt.kind_of(config)
-    codec = load_codec(kind.vae) if kind.vae else None
-    train_set = kind.puzzles("train", config.train.seed)
-    held_out = kind.puzzles("val", config.train.seed)   # model selection: never the test split
-    eval_batch = collate([held_out[i] for i in range(min(config.train.eval_puzzles, len(held_out)))])
-    train(config, train_set, eval_batch, ckpt=ckpt, encode=codec.encode_batch if codec else None, notes=notes)
+    if args.resume:
+        config, start = resume(args, kind="video")
+    else:
+        config = make_config(args)
+        start = init_weights(args.init, config) if args.init else None
+    run = RunConfig(out=args.out or "out/run", device=args.device, workers=args.workers, compile=args.compile,
+                    log_every=args.log_every)
+    kind = jpdvt.Videos(config.puzzle, config.model)
+    codec = load_codec(config.puzzle.vae) if config.puzzle.vae else None
+    seed = config.train.seed
+    held_out = VideoPuzzles(config.puzzle, "val", seed)         # model selection: never the test split
+    train(config, kind, VideoPuzzles(config.puzzle, "train", seed), held_out, run, start=start,
+          encode=codec.encode_batch if codec else None)
 
 
 def get_parser():
@@ -124,9 +129,10 @@ def get_parser():
     p.add_argument("--vae", default=None,
                    help="diffuse in the latent space of the Stable-Diffusion-style autoencoder in this local folder "
                         "(diffusers AutoencoderKL; needs pip install diffusers)")
-    add_train_flags(p, DEFAULTS)
+    add_train_flags(p, TrainConfig(**RECIPE))
     return p
 
 
 if __name__ == "__main__":
-    run_cli(main, get_parser().parse_args())
+    with user_errors():
+        main(get_parser().parse_args())

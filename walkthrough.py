@@ -20,6 +20,7 @@ from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, given_codes, model_fn, pinned_cells, puzzle_loss, solve
 from metrics import assign, pin
 from plumbing.checkpoint import load_checkpoint
+from puzzles import puzzle_set
 
 
 def show(name, x, meaning):
@@ -37,7 +38,7 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
     (rows, cols), side = config.puzzle.grid, config.puzzle.piece_size
     print(f"1. A puzzle (puzzles.py): a built-in picture cut into a {rows}x{cols} grid, the pieces shuffled, "
           f"{config.puzzle.missing} missing")
-    batch = {k: v[None] for k, v in kind.puzzles("test", seed=seed)[0].items()}   # a batch of one
+    batch = {k: v[None] for k, v in puzzle_set(config.puzzle, "test", seed=seed)[0].items()}   # a batch of one
     show("content", batch["content"], f"(B, N, C, P, P): {rows * cols} shuffled pieces of {side}x{side} RGB pixels "
                                       "in [-1, 1]")
     show("true_pos", batch["true_pos"], f"(B, N): the cell each piece came from {batch['true_pos'][0].tolist()}")

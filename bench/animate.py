@@ -28,14 +28,13 @@ import torch
 from PIL import Image, ImageDraw
 
 from bench.plots import font
-from jpdvt import SampleOptions, piece_codes
+from jpdvt import SampleOptions, Solver, piece_codes
 from plumbing.checkpoint import load_checkpoint
-from plumbing.cli import UserError, check_puzzle, resolve_device, run_cli
-from puzzles import collate, cut_image, shuffle_pieces, to_device
-from sample import summary
-from solving.own import MASKED_MODEL, test_settings
+from plumbing.cli import UserError, check_puzzle, resolve_device, user_errors
+from puzzles import collate, cut_image, puzzle_set, shuffle_pieces
+from sample import summary, test_settings
+from solving.own import MASKED_MODEL
 from solving.pictures import DISPLAY, assemble, enlarge, mark_cells, outline, save_png, stack
-from solving.solver import Solver
 from sources.files import fit_image
 
 STEP_MS, HOLD_MS = 100, 1500          # GIF frame durations: a sampling step, the result at the end
@@ -170,7 +169,7 @@ def puzzle_animation(path, rec, solver, batch, positions):
     image = puzzle.kind == "image"
     return puzzle_gif(path, rec, batch, positions=positions, table=solver.table,
                       grid=puzzle.grid if image else (1, puzzle.pieces), size=DISPLAY if image else THUMB,
-                      pixels=solver.pixels)
+                      pixels=lambda c: solver.codec.decode(c) if solver.codec else c)
 
 
 # ----------------------------------------------------------------------------
@@ -231,7 +230,8 @@ def solve_photo(path, solver, out, seed):
 
 def first_test_puzzle(solver, out, seed):
     """solving.gif of the first test puzzle of the solver's dataset. Returns the scores."""
-    batch = to_device(collate([solver.kind.puzzles("test", seed)[0]]), solver.device)
+    batch = collate([puzzle_set(solver.config.puzzle, "test", seed)[0]])
+    batch = {k: v.to(solver.device) for k, v in batch.items()}
     rec = Recorder()
     pos, _ = solver.solve_batch(batch, callback=rec)
     puzzle_animation(os.path.join(out, "solving.gif"), rec, solver, batch=batch, positions=pos)
@@ -241,7 +241,7 @@ def first_test_puzzle(solver, out, seed):
 def main(args):
     ckpt, device = load_checkpoint(args.ckpt), resolve_device("auto")
     config = ckpt["config"]
-    if args.image and config.kind != "image":
+    if args.image and config.puzzle.kind != "image":
         raise UserError(f"--image needs an image checkpoint, and {args.ckpt} is a video model; drop --image to "
                         "animate a test clip")
     if args.image:                                              # the photo's puzzle: no data folder needed
@@ -250,17 +250,17 @@ def main(args):
     else:                                                       # a test puzzle, its data found as sample.py finds it
         flags = argparse.Namespace(**vars(args), frame_stride=None, vae=None, video=None, pieces=None, frames=None)
         puzzle = test_settings(flags, config.puzzle)
-    if config.kind == "image" and puzzle.missing and not config.puzzle.missing:
+    if config.puzzle.kind == "image" and puzzle.missing and not config.puzzle.missing:
         print(f"note: --missing {puzzle.missing}, and {args.ckpt} never trained with missing pieces, so it cannot "
               f"draw them (their cells stay grey); for photo pieces of a 3x3 grid with holes use {MASKED_MODEL}")
     config = replace(config, puzzle=puzzle)
     opts = SampleOptions(steps=args.steps, sampler=args.sampler,
                          generator=torch.Generator(device).manual_seed(args.seed))
-    solver = Solver(config, ckpt, device=device, precision=args.precision, opts=opts)
+    solver = Solver(ckpt, config, device, opts, precision=args.precision)
     os.makedirs(args.out, exist_ok=True)
     scores = solve_photo(args.image, solver, args.out, args.seed) if args.image else \
         first_test_puzzle(solver, args.out, args.seed)
-    print(f"{summary(solver.config.kind, scores)}; wrote {args.out}")
+    print(f"{summary(solver.config.puzzle.kind, scores)}; wrote {args.out}")
 
 
 def get_parser():
@@ -281,4 +281,5 @@ def get_parser():
 
 
 if __name__ == "__main__":
-    run_cli(main, get_parser().parse_args())
+    with user_errors():
+        main(get_parser().parse_args())

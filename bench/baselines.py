@@ -1,20 +1,11 @@
 """
-Classic non-learned puzzle solvers: the honest bar a learned solver has to clear.
-
-Images (square pieces of known orientation, some possibly missing) are solved in two steps:
-
-1. a pairwise compatibility: `lr[i, j]` = cost of piece j right of piece i, `tb[i, j]` = cost of j below i;
-   * `edge_costs`: sum of squared differences of the two touching pixel borders;
-   * `mgc_costs`: Mahalanobis Gradient Compatibility (A. Gallagher, "Jigsaw puzzles with pieces of unknown
-     orientation", CVPR 2012): how unlikely the intensity step across a boundary is under the distribution
-     of the gradients just inside each piece's border, summed over both pieces;
-2. `place`: the arrangement of least summed cost, exhaustive over all arrangements (3x3 and smaller, with
-   `perms = all_arrangements(n)`) or greedy in raster order from the best starting piece.
-
-Videos: `chain_video` links clips whose boundary frames are nearest. Everything is numpy only. Pieces are
-float (N, P, P, C) in [0, 1]; every solver returns positions (N,) int64, positions[i] = raster slot of piece i
-(-1 for a missing piece). `image_baselines` and `video_baselines` score them on the recipes' test puzzles into
-bench/results.json (python -m bench baselines).
+Classic non-learned puzzle solvers, on the puzzles the models are scored on (python -m bench baselines, baselines-val,
+fresh-seed-baselines). Images: a pairwise cost of piece j right of (`lr[i, j]`) or below (`tb[i, j]`) piece i, the
+squared difference of the touching borders (`edge_costs`) or the Mahalanobis Gradient Compatibility (`mgc_costs`: A.
+Gallagher, "Jigsaw puzzles with pieces of unknown orientation", CVPR 2012: how unlikely the step across the border is
+under the gradients just inside each piece), then the arrangement of least summed cost over all arrangements (`place`,
+up to 3x3). Videos: `chain_video` links clips whose boundary frames are nearest. Pieces: float (N, P, P, C) in
+[0, 1]; positions (N,) int64: the raster slot of each piece (-1 for a missing one).
 """
 import functools
 import itertools
@@ -23,11 +14,10 @@ import math
 import numpy as np
 from tqdm import tqdm
 
-import jpdvt
 from bench.recipes import TEST_PUZZLES
 from bench.report import save_result
 from metrics import kendall_distance, piece_accuracy, puzzle_accuracy
-from puzzles import ImageConfig, VideoConfig
+from puzzles import ImageConfig, VideoConfig, puzzle_set
 
 IMAGE_SOLVERS = {
     "edge": "edge dissimilarity: squared difference of the touching borders",
@@ -118,47 +108,22 @@ def _with_empty(cost):
     return out
 
 
-def _greedy(lr, tb, rows, cols, k):
-    """Raster-order greedy placement of k pieces (index k = empty slot) trying every start; slot -> piece."""
-    n = rows * cols
-    best, best_cost = None, np.inf
-    for start in range(k + (k < n)):
-        slots, free, empties, total = [start], set(range(k)) - {start}, n - k - (start == k), 0.0
-        for s in range(1, n):
-            r, c = divmod(s, cols)
-            cand = np.array(sorted(free) + ([k] if empties else []))
-            score = (lr[slots[s - 1], cand] if c else 0) + (tb[slots[s - cols], cand] if r else 0)
-            j = int(cand[np.argmin(score)])
-            total += float(np.min(score))
-            slots.append(j)
-            if j == k:
-                empties -= 1
-            else:
-                free.remove(j)
-        if total < best_cost:
-            best, best_cost = slots, total
-    return np.array(best)
-
-
-def place(lr, tb, grid, perms=None):
+def place(lr, tb, grid):
     """
-    Arrangement of least summed pair cost for the k <= rows*cols pieces of the (k, k) costs `lr`, `tb`.
-    Exhaustive when perms = all_arrangements(rows*cols) is given (with k < n pieces, slot entries >= k are
-    empty and a pair with an empty slot costs a low constant), else greedy. Returns positions (k,).
+    Arrangement of least summed pair cost for the k <= rows*cols pieces of the (k, k) costs `lr`, `tb`, trying every
+    arrangement (with k < n pieces, slot entries >= k are empty and a pair with an empty slot costs a low constant).
+    Returns positions (k,).
     """
     rows, cols = grid
     n, k = rows * cols, len(lr)
-    assert k <= n, f"{k} pieces do not fit a {rows}x{cols} grid"
+    assert k <= n <= 9, f"{k} pieces, a {rows}x{cols} grid: exhaustive placement covers at most 9 cells"
     lr, tb = _with_empty(lr), _with_empty(tb)
-    if perms is not None:
-        assert perms.shape[1] == n, f"perms are for {perms.shape[1]} slots, the grid has {n}"
-        arr = perms if k == n else np.minimum(perms, k)               # pieces >= k -> the empty index k
-        total = np.zeros(len(arr))
-        for a, b, horizontal in _neighbours(rows, cols):
-            total += (lr if horizontal else tb)[arr[:, a], arr[:, b]]
-        slots = arr[int(np.argmin(total))]
-    else:
-        slots = _greedy(lr, tb, rows, cols, k)
+    perms = all_arrangements(n)
+    arr = perms if k == n else np.minimum(perms, k)                   # pieces >= k -> the empty index k
+    total = np.zeros(len(arr))
+    for a, b, horizontal in _neighbours(rows, cols):
+        total += (lr if horizontal else tb)[arr[:, a], arr[:, b]]
+    slots = arr[int(np.argmin(total))]
     positions = np.full(k, -1, dtype=np.int64)
     placed = slots < k
     positions[slots[placed]] = np.flatnonzero(placed)
@@ -168,7 +133,7 @@ def place(lr, tb, grid, perms=None):
 _COSTS = {"edge": edge_costs, "mgc": mgc_costs}
 
 
-def solve_image(pieces, grid, method, perms=None, given=None):
+def solve_image(pieces, grid, method, given=None):
     """
     Solve an image puzzle with one of IMAGE_SOLVERS. pieces: (N, P, P, C) in [0, 1]; given: (N,) bool mask of
     the pieces present (default all). Only given pieces are placed; missing ones get position -1.
@@ -179,12 +144,12 @@ def solve_image(pieces, grid, method, perms=None, given=None):
     given = np.ones(len(pieces), dtype=bool) if given is None else np.asarray(given, dtype=bool)
     lr, tb = _COSTS[method](pieces[given])
     positions = np.full(len(pieces), -1, dtype=np.int64)
-    positions[given] = place(lr, tb, grid, perms)
+    positions[given] = place(lr, tb, grid)
     return positions
 
 
 # ----------------------------------------------------------------------------
-# Videos and chance
+# Videos
 # ----------------------------------------------------------------------------
 
 def chain_video(clips):
@@ -206,63 +171,46 @@ def chain_video(clips):
     return positions
 
 
-def random_positions(n, rng, anchor_first=False):
-    """Chance level: a random arrangement of n pieces; with anchor_first, piece 0 stays in slot 0."""
-    if anchor_first:
-        return np.concatenate([[0], 1 + rng.permutation(n - 1)]).astype(np.int64)
-    return rng.permutation(n).astype(np.int64)
-
-
 # ----------------------------------------------------------------------------
-# Non-learned baselines, on the very test puzzles the recipes are scored on (test split, seed 1)
+# The classic solvers on the puzzles the models are scored on
 # ----------------------------------------------------------------------------
 
 def image_baselines(dataset, data_dir, grid, piece, gap, missing, repeats, split="test"):
-    """Random order, edge dissimilarity and MGC (exhaustive placement up to 3x3) on the same puzzles of `split` as
-    the recipes: those of seeds 1 .. repeats (sample.py --seed 1 --repeats R), each pass weighing the same."""
-    n = grid[0] * grid[1]
-    perms = all_arrangements(n) if n <= 9 else None
-    rng = np.random.default_rng(0)
-    preds, true, given = {name: [] for name in ["random", *IMAGE_SOLVERS]}, [], []
+    """Edge dissimilarity and MGC on the puzzles of `split` that sample.py scores: those of seeds 1 .. repeats
+    (sample.py --seed 1 --repeats R), each pass weighing the same."""
+    preds, true, given = {name: [] for name in IMAGE_SOLVERS}, [], []
     for seed in range(1, repeats + 1):
-        puzzles = jpdvt.kind_of(ImageConfig(dataset, data_dir, grid, piece, gap, missing)).puzzles(split, seed)
+        puzzles = puzzle_set(ImageConfig(dataset, data_dir, grid, piece, gap, missing), split, seed)
         count = min(int(TEST_PUZZLES), len(puzzles))
         for i in tqdm(range(count), desc=f"baselines {dataset} {grid[0]}x{grid[1]} (seed {seed})"):
             it = puzzles[i]
             pieces = ((it["content"].numpy() + 1) / 2).transpose(0, 2, 3, 1)         # (N, P, P, C) in [0, 1]
             g = ~it["missing"].numpy()
-            preds["random"].append(np.where(g, random_positions(n, rng), -1))
             for name in IMAGE_SOLVERS:
-                preds[name].append(solve_image(pieces, grid, name, perms, g))
+                preds[name].append(solve_image(pieces, grid, name, g))
             true.append(it["true_pos"].numpy())
             given.append(g)
     where = "val " if split == "val" else ""
     label = (f"{dataset} {where}{grid[0]}x{grid[1]} {piece}px" + (f" gap {gap}" if gap else "") +
              (f" missing {missing}" if missing else "") + (f", {repeats} passes" if repeats > 1 else ""))
-    placement = "exhaustive" if perms is not None else "greedy"
     for name, pred in preds.items():
         save_result(f"baseline image {label}: {name}", {
-            "group": "baselines", "command": f"python -m bench baselines{where and '-val'} ({name}, {placement})",
+            "group": "baselines", "command": f"python -m bench baselines{where and '-val'} ({name}, exhaustive)",
             "train_minutes": 0.0, "metrics": {"piece_acc": piece_accuracy(pred, true, given),
                                               "puzzle_acc": puzzle_accuracy(pred, true, given),
                                               "num_puzzles": count, "repeats": repeats}})
 
 
-def video_baselines(dataset, data_dir, pieces, fpp, size, num, seed=1):
-    """Random order and nearest-neighbour frame chaining on the same test clips (of `seed`)."""
-    test = jpdvt.kind_of(VideoConfig(dataset, data_dir, pieces, fpp, size)).puzzles("test", seed=seed)
-    rng = np.random.default_rng(0)
-    preds, true = {"random": [], "nearest-neighbour chaining": []}, []
+def video_baselines(dataset, data_dir, pieces, fpp, num, seed):
+    """Nearest-neighbour frame chaining on the first `num` test clips of `seed` (32 px frames)."""
+    test = puzzle_set(VideoConfig(dataset, data_dir, pieces, fpp, 32), "test", seed=seed)
+    pred, true = [], []
     for i in tqdm(range(num), desc=f"baselines {dataset} {pieces}x{fpp}"):
-        it = test[i]
-        preds["nearest-neighbour chaining"].append(chain_video(it["content"].numpy()))
-        preds["random"].append(random_positions(pieces, rng, anchor_first=True))
-        true.append(it["true_pos"].numpy())
-    for name, pred in preds.items():
-        pred = np.stack(pred)
-        fresh = f" seed {seed} ({num} clips)" if seed != 1 else ""
-        save_result(f"baseline video {dataset} {pieces}x{fpp} {size}px{fresh}: {name}", {
-            "group": "fresh-seed" if fresh else "baselines", "train_minutes": 0.0,
-            "command": f"python -m bench {'fresh-seed-baselines' if fresh else 'baselines'} ({name})",
-            "metrics": {"kendall": float(np.mean(kendall_distance(pred, np.stack(true)))),
-                        "exact": float(np.mean((pred == np.stack(true)).all(1))), "num_puzzles": num}})
+        pred.append(chain_video(test[i]["content"].numpy()))
+        true.append(test[i]["true_pos"].numpy())
+    pred, true = np.stack(pred), np.stack(true)
+    metrics = {"kendall": float(np.mean(kendall_distance(pred, true))), "exact": float(np.mean((pred == true).all(1))),
+               "num_puzzles": num}
+    save_result(f"baseline video {dataset} {pieces}x{fpp} 32px seed {seed} ({num} clips): nearest-neighbour chaining",
+                {"group": "fresh-seed", "train_minutes": 0.0, "command": "python -m bench fresh-seed-baselines",
+                 "metrics": metrics})

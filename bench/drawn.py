@@ -22,7 +22,7 @@ import torch
 
 from bench.report import save_result
 from jpdvt import load
-from puzzles import collate, to_device
+from puzzles import collate, puzzle_set, to_device
 from solving.pictures import assemble, save_png, stack
 
 
@@ -53,7 +53,7 @@ def measure(solver, missing, passes=8):
     puzzle = solver.config.puzzle.__class__(**{**vars(solver.config.puzzle), "missing": missing})
     kind = type(solver.kind)(puzzle, solver.config.model)
     for seed in range(1, passes + 1):
-        data = kind.puzzles("val", seed)
+        data = puzzle_set(kind.p, "val", seed)
         batch = to_device(collate([data[i] for i in range(len(data))]), solver.device)
         solver.opts.generator.manual_seed(seed)
         positions, content = solver.solve_batch(batch)

@@ -2,7 +2,7 @@
 The prediction target of the paper's text (eps) against ours (x0), everything else equal: the held-out checks of
 their training logs (val puzzles, DDIM-20, every 1000 steps) as bench rows, and one picture, docs/eps-vs-x0.png.
 
-    python -m bench.eps_curves runs/eps        # reads runs/eps/{shapes,photos,mmnist}-{eps,x0}/log.txt
+    python -m bench.eps_curves runs/eps        # reads runs/eps/{shapes,photos,mmnist,digits}-{eps,x0}/log.txt
     python -m bench.eps_curves --tokens bench/gpu-logs/eps-tokens-1.txt bench/gpu-logs/eps-tokens-2.txt
 
 The runs (bench/notes.md, "eps against x0"), OMP_NUM_THREADS=1 each:
@@ -34,20 +34,20 @@ RUNS = {"shapes": "built-in shapes 3x3, tiny DiT (the Quickstart recipe)",
         "digits": "built-in digits 5 x 4, 32 px, tiny U-Net (the shipped digits recipe, 3200 steps)"}
 # the metric each panel draws (kendall: lower is better)
 METRIC = {"shapes": "piece_acc", "photos": "piece_acc", "mmnist": "kendall", "digits": "kendall"}
-# the crossed variants of bench/eps_variants.py on the shapes recipe (2000 steps): their held-out checks as rows
-VARIANTS = {"x0-snr": "an x0 network, the eps loss's weighting", "eps-x0w": "an eps network, the x0 loss's weighting"}
 COLOURS = {"eps": (200, 40, 40), "x0": (40, 90, 200)}
 
 
+def check(line):
+    """(step, {metric: value}) of a training log's held-out check line (eval and final lines), else None."""
+    m = re.match(r"(?:eval|final) step (\d+) (.*)", line)
+    if m:
+        words = m.group(2).split(" (")[0].split()              # the final line ends with what was held out
+        return int(m.group(1)), {k: float(v) for k, v in zip(words[::2], words[1::2])}
+
+
 def checks(log):
-    """[(step, {metric: value})] of a training log's held-out checks (eval and final lines)."""
-    out = {}
-    for line in open(log):
-        m = re.match(r"(?:eval|final) step (\d+) (.*)", line)
-        if m:
-            words = m.group(2).split(" (")[0].split()          # the final line ends with what was held out
-            out[int(m.group(1))] = {k: float(v) for k, v in zip(words[::2], words[1::2])}
-    return sorted(out.items())
+    """[(step, {metric: value})] of a training log's held-out checks."""
+    return sorted(dict(filter(None, map(check, open(log)))).items())
 
 
 def curves(root):
@@ -114,10 +114,8 @@ def token_checks(paths):
         for line in open(path):
             head = re.match(r"=== .*/([^/]+)/log.txt", line)
             run = head.group(1) if head else None if line.startswith("===") else run
-            m = re.match(r"(?:eval|final) step (\d+) (.*)", line)
-            if run and m:
-                words = m.group(2).split(" (")[0].split()
-                found.setdefault(run, {})[int(m.group(1))] = {k: float(v) for k, v in zip(words[::2], words[1::2])}
+            if run and check(line):
+                found.setdefault(run, {}).update([check(line)])
     return {run: sorted(points.items()) for run, points in found.items()}
 
 
@@ -166,13 +164,6 @@ def main(root):
                 save_result(f"eps-vs-x0 {run} {p} step {step}", {
                     "group": "eps-vs-x0", "train_minutes": 0.0, "metrics": {**metrics, "split": "val", "step": step},
                     "command": f"python -m bench.eps_curves {root}", "note": f"{RUNS[run]}, --prediction {p}"})
-    for v, what in VARIANTS.items():
-        log = os.path.join(root, f"shapes-{v}", "log.txt")
-        for step, metrics in checks(log) if os.path.exists(log) else []:
-            save_result(f"eps-vs-x0 variant {v} step {step}", {
-                "group": "eps-vs-x0", "train_minutes": 0.0, "metrics": {**metrics, "split": "val", "step": step},
-                "command": f"python -m bench.eps_variants {v} --max-steps 2000 --eval-every 1000 --eval-puzzles 200",
-                "note": what})
     draw(found, os.path.join("docs", "eps-vs-x0.png"))
     print(json.dumps({run: {p: [(s, m[METRIC[run]]) for s, m in pts] for p, pts in s_.items()}
                       for run, s_ in found.items()}))

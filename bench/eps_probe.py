@@ -17,7 +17,7 @@ from diffusion import GaussianDiffusion
 from jpdvt import given_codes, model_fn, piece_codes
 from metrics import assign_batch
 from plumbing.checkpoint import load_checkpoint
-from puzzles import collate
+from puzzles import collate, puzzle_set
 
 STEPS = (0, 100, 200, 300, 400, 500, 600, 700, 800, 900, 999)
 
@@ -31,7 +31,7 @@ def probe(path, puzzles=200, seed=0):
     model.load_state_dict(ckpt["ema"])
     model.eval()
     diffusion = GaussianDiffusion(1000, config.prediction)
-    val = kind.puzzles("val", config.train["seed"])                  # train: the stored dict
+    val = puzzle_set(config.puzzle, "val", config.train["seed"])     # train: the stored dict
     batch = collate([val[i] for i in range(min(puzzles, len(val)))])
     table, given = kind.table(), given_codes(batch, kind.anchored)
     fn = model_fn(model, batch["missing"], given)

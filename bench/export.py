@@ -6,17 +6,17 @@ import os
 
 import torch
 
-from plumbing.checkpoint import FORMAT, save_checkpoint
+from plumbing.checkpoint import FORMAT
 from plumbing.cli import UserError
 
 
 def export_checkpoint(src, dst):
     """A shippable copy of checkpoint `src` at `dst`: config, EMA weights, step and data record (model, optimizer and
-    grad scaler left empty). Returns dst's size in MiB."""
+    grad scaler gone). Returns dst's size in MiB."""
     ck = torch.load(src, map_location="cpu", weights_only=True)
     if ck.get("format", 1) > FORMAT:
         raise UserError(f"checkpoint {src} has format {ck['format']}, newer than this version's {FORMAT}; update "
                         "jpdvt (git pull) to export it")
-    save_checkpoint(dst, {"format": FORMAT, "config": ck["config"], "model": {}, "ema": ck["ema"], "opt": {},
-                          "scaler": {}, "step": ck["step"], "data": ck.get("data")})
+    torch.save({"format": FORMAT, "config": ck["config"], "model": {}, "ema": ck["ema"], "opt": {},
+                "step": ck["step"], "sampling": ck.get("sampling", {})}, dst)
     return os.path.getsize(dst) / 2 ** 20

@@ -1,10 +1,11 @@
 """
-Training and sampling throughput on one device: steps/s, model FLOPs per step and MFU (model FLOP/s over the
-device's dense bf16 peak, PEAK_TFLOPS), for the DiT (3x3 puzzles) and the video U-Net, in fp32, bf16 and
-bf16 + torch.compile; DDIM-50 puzzles/s beside the fp32 rows.
+Training and sampling throughput of the paper's DiT (base, 3x3 puzzles of 64 px pieces in 16 px patches) on one
+device: steps/s, model FLOPs per step and MFU (model FLOP/s over the device's dense bf16 peak, PEAK_TFLOPS), in fp32,
+bf16 and bf16 + torch.compile; DDIM-50 puzzles/s beside the fp32 rows. And its GPU memory, estimated on the CPU.
 
-    python -m bench throughput                  # CPU: tiny DiT (batch 64), base DiT (batch 8), tiny U-Net
-    python -m bench throughput --device cuda    # GPU: tiny/small/base DiT at batch 64 and 256, tiny/paper U-Net
+    python -m bench throughput                  # CPU: batch 8
+    python -m bench throughput --device cuda    # GPU: batch 64 and 256 (on a lent GPU: bench/gpu.py)
+    python -m bench memory-estimate
 
 FLOPs are counted once per model and batch by torch.utils.flop_counter over one forward and backward pass of
 jpdvt.puzzle_loss (matmuls, convolutions and attention; elementwise work is not counted, as in MFU figures).
@@ -23,8 +24,7 @@ from dit import DiT
 from jpdvt import SampleOptions, given_codes, puzzle_loss, solve
 from plumbing.cli import autocast
 from posenc import grid_table
-from puzzles import ImageConfig, VideoConfig, collate, to_device
-from unet3d import CONFIGS as UNET_CONFIGS
+from puzzles import ImageConfig, collate, puzzle_set, to_device
 
 # dense bf16 tensor-core peak, TFLOP/s (vendor data sheets, without sparsity); the first name that occurs in
 # torch.cuda.get_device_name() is used
@@ -34,15 +34,8 @@ PRECISIONS = [("fp32", False), ("bf16", False), ("bf16", True)]   # (autocast, t
 
 def settings(gpu):
     """(row name, network, puzzle settings, batch) of the rows to measure on this kind of device."""
-    sizes = [(m, p, b) for m, p in [("tiny", 16), ("small", 64), ("base", 64)] for b in (64, 256)] if gpu else \
-        [("tiny", 16, 64), ("base", 64, 8)]                                   # (model, piece px, batch)
-    dit = [(f"dit-{m} b{b}", replace(DIT_CONFIGS[m], piece_size=p, patch_size=16), ImageConfig(piece_size=p), b)
-           for m, p, b in sizes]
-    unet = [("unet-tiny b16", UNET_CONFIGS["tiny"], VideoConfig(), 16)]
-    if gpu:                                   # the paper's U-Net on 32x32x4 latents: 8 pieces of 4 frames
-        unet.append(("unet-paper b8", replace(UNET_CONFIGS["paper"], frames_per_piece=4),
-                     VideoConfig(pieces=8, size=32, channels=4), 8))
-    return dit + unet
+    net = replace(DIT_CONFIGS["base"], piece_size=64, patch_size=16)
+    return [(f"dit-base b{b}", net, ImageConfig(piece_size=64), b) for b in ((64, 256) if gpu else (8,))]
 
 
 def peak_flops(device):
@@ -91,7 +84,7 @@ def measure(device, steps=10, only=None):
         if only is not None and name not in only:
             continue
         kind = jpdvt.kind_of(puzzle)
-        data = kind.puzzles("train", 0)
+        data = puzzle_set(puzzle, "train", 0)
         b = to_device(collate([data[i] for i in range(batch)]), device)
         table, given, flops = kind.table().to(device), given_codes(b, kind.anchored), None
         for precision, compiled in PRECISIONS:

@@ -3,9 +3,9 @@ The paper's settings for each of its experiments, in one table to check line by 
 "Solving Masked Jigsaw Puzzles with Diffusion Vision Transformers", CVPR 2024, and its supplement): plain data, each
 value with its citation.
 
-The table replaces the script's defaults, and the flags given replace it (plumbing/flags.py: resolve). It applies to
-the datasets that only the paper's setting makes sense on (`PAPER_ONLY`; `--no-paper` turns it off) and to any dataset
-of the table with `--paper`. A run's log names each setting's source, e.g. "lr 0.0001 (paper table: supp. ...)".
+The table replaces the tiny CPU recipe's defaults, and the flags given replace it (each training script's make_config).
+It applies to the datasets that only the paper's setting makes sense on (`PAPER_ONLY`; `--no-paper` turns it off) and
+to any dataset of the table with `--paper`.
 
     python train_image.py --dataset imagenet --data-dir /data/imagenet --grid 3      # the paper's ImageNet 3x3 (gaps)
     python train_video.py --dataset movingmnist --data-dir mnist_test_seq.npy --pieces 10 --frames-per-piece 2 --paper

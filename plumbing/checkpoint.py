@@ -1,20 +1,17 @@
 """
-Checkpoints: one `ckpt.pt` = {config, model, ema, opt, scaler, step, data}, plain types and tensors only (data:
-which files of a folder dataset it trained on, sources.files.fingerprint; None for built-in and fixed-index data),
-and the run's settings they hold. Not in the paper.
+Reading a checkpoint, `ckpt.pt` = {format, config, model, ema, opt, step} (train.py writes it), and starting a run from
+one with --init (fine-tuning its EMA weights; --resume is train.resume). Not in the paper.
 
-Writes are atomic and loads run no code (weights_only); a config from before a setting was added loads with its
-default (FORMAT, ADDED). Shipped checkpoints hold the EMA weights only (model, opt and scaler empty, bench/export.py):
-they can be sampled, not resumed.
+Loads run no code (weights_only). A setting the checkpoint lacks takes its dataclass default; one this version does
+not know is refused, named. Shipped checkpoints hold the EMA weights only (model and opt empty) and may carry the
+sampling chosen for them on val ("sampling"): they can be sampled and fine-tuned, not resumed.
 
-    save_checkpoint("out/run/ckpt.pt", {"config": config.to_dict(), "model": ..., "ema": ..., "opt": ...,
-                                        "scaler": ..., "step": 100})
     ckpt = load_checkpoint("out/run/ckpt.pt", kind="image")        # ckpt["config"] is a Config
 """
 import os
 import pickle
 import zipfile
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Union
 
 import torch
@@ -22,22 +19,28 @@ import torch
 from dit import DiTConfig
 from plumbing.cli import UserError
 from puzzles import ImageConfig, VideoConfig
-from sources.files import VIEW_SCALE, fingerprint
-from sources.vae import folder_digest
 from unet3d import UNetConfig
 
+FORMAT = 3                                   # 1 had no "format" key; 3 dropped the training files' record
 
-def save_checkpoint(path, ckpt):
-    """Write atomically: a temporary file in the same folder, then a rename, so a kill never leaves a broken ckpt."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    tmp = f"{path}.tmp"
-    torch.save(ckpt, tmp)
-    os.replace(tmp, path)
+
+
+@dataclass
+class Config:
+    """A run's settings, stored in its checkpoint: the puzzles, the network, the training and the network's target.
+    `train` is a train.TrainConfig; read from a checkpoint, the dict stored (train.resume types it)."""
+    puzzle: Union[ImageConfig, VideoConfig]
+    model: Union[DiTConfig, UNetConfig]
+    train: Any
+    prediction: str = "x0"                   # eps (the paper's text) or x0 (the authors' code)
+
+
+PARTS = {"image": (ImageConfig, DiTConfig), "video": (VideoConfig, UNetConfig)}
 
 
 def load_checkpoint(path, kind=None):
-    """Load safely (weights_only: no code runs); kind = "image" | "video" checks what the checkpoint holds."""
+    """Load safely (weights_only: no code runs), ckpt["config"] a train.Config; kind = "image" | "video" checks what
+    the checkpoint holds."""
     if not os.path.isfile(path):
         raise UserError(f"checkpoint {path} does not exist; pass the ckpt.pt written by a training run")
     if not zipfile.is_zipfile(path):
@@ -51,124 +54,46 @@ def load_checkpoint(path, kind=None):
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError):
         raise UserError(f"checkpoint {path} is truncated or not a PyTorch checkpoint; use an intact ckpt.pt") \
             from None
-    if not isinstance(ckpt, dict) or not {"config", "model", "ema", "step"} <= set(ckpt):
-        raise UserError(f"checkpoint {path} is not a jpdvt checkpoint (it lacks config/model/ema/step)")
+    if not isinstance(ckpt, dict) or not {"config", "ema", "step"} <= set(ckpt) or \
+            not isinstance(ckpt["config"], dict) or ckpt["config"].get("kind") not in PARTS:
+        raise UserError(f"checkpoint {path} is not a jpdvt checkpoint (it lacks config/ema/step)")
     if ckpt.get("format", 1) > FORMAT:
         raise UserError(f"checkpoint {path} has format {ckpt['format']}, newer than this version's {FORMAT}; update "
                         "jpdvt (git pull) to read it")
-    ckpt["removed"] = removed_settings(ckpt["config"])
-    ckpt["config"] = Config.from_dict(ckpt["config"], path)
-    if kind is not None and ckpt["config"].kind != kind:
-        have = ckpt["config"].kind
-        raise UserError(f"checkpoint {path} holds the {have} model, not the {kind} model; pass "
-                        f"it to train_{have}.py, or give this command a train_{kind}.py checkpoint")
+    d = ckpt["config"]
+    if not all(isinstance(d.get(part), dict) for part in ("puzzle", "model", "train")):
+        raise UserError(f"checkpoint {path} has no config of this jpdvt version (puzzle, model and train settings); "
+                        "use a checkpoint written by this version")
+    puzzle, model = PARTS[d["kind"]]
+    ckpt["config"] = Config(puzzle=typed(puzzle, d["puzzle"], path), model=typed(model, d["model"], path),
+                            train=d["train"], prediction=d.get("prediction", "x0"))
+    if kind is not None and d["kind"] != kind:
+        raise UserError(f"checkpoint {path} holds the {d['kind']} model, not the {kind} model; pass it to "
+                        f"train_{d['kind']}.py, or give this command a train_{kind}.py checkpoint")
     return ckpt
 
 
-def training_files(train_set, puzzle, before, resuming):
-    """The checkpoint's "data": which files of a folder dataset the weights trained on (sources.files.fingerprint; None
-    for built-in streams and Moving MNIST, split by construction) and, for latent models, which autoencoder made the
-    latents ("vae": sources.vae.folder_digest), with the record of the run they continue ("before": --init's) when it
-    differs. A resumed run must train on the files and the autoencoder it trained on, and keeps its record."""
-    files, data_dir, vae = getattr(train_set, "files", None), puzzle.data_dir, getattr(puzzle, "vae", None)
-    data = fingerprint(files, data_dir, splits=["train"]) if files else None
-    if vae:
-        data = {**(data or {"splits": [], "files": 0, "digest": None}), "vae": folder_digest(vae)}
-        if resuming and before and before.get("vae", data["vae"]) != data["vae"]:
-            raise UserError(f"--vae {vae} holds another autoencoder than the one the checkpoint trained with: a "
-                            "resumed run keeps its training stream; pass that autoencoder's folder, or start a new run "
-                            "from its weights with --init")
-    if resuming and before and data and before.get("digest") == data["digest"]:
-        return {**before, **({"vae": data["vae"]} if vae else {})}   # the same files: the record as it was
-    if resuming and before and data:
-        raise UserError(f"--data-dir {data_dir} holds other training files ({data['files']}) than the checkpoint "
-                        f"trained on ({before.get('files')}): a resumed run keeps its training stream; pass the folder "
-                        "it trained on, or start a new run from its weights with --init")
-    if before is not None and before != data:
-        data = {**(data or {"splits": [], "files": 0, "digest": None}), "before": before}
-    return data
+def typed(cls, d, path):
+    """cls(**d): a field d lacks takes its default; a key cls does not have is refused, named; lists back to tuples
+    (the grid)."""
+    unknown = set(d) - {f.name for f in fields(cls)}
+    if unknown:
+        raise UserError(f"checkpoint {path} has settings this version of jpdvt does not know ({', '.join(unknown)}); "
+                        "use a checkpoint written by this version")
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
 
-# ----------------------------------------------------------------------------
-# What a checkpoint's config holds
-# ----------------------------------------------------------------------------
-
-PUZZLES = {"image": ImageConfig, "video": VideoConfig}
-MODELS = {"image": DiTConfig, "video": UNetConfig}
-# the fields of train.TrainConfig (a test keeps them equal), checked here so that loading needs no training code;
-# ADDED: the settings added after the first checkpoints, with the default that an older checkpoint loads with
-TRAIN_KEYS = ("batch_size", "lr", "warmup", "schedule", "max_steps", "ema_decay", "weight_code", "weight_content",
-              "precision", "seed", "ckpt_every", "eval_every", "eval_puzzles", "eval_steps", "accum")
-ADDED = {"train": {"accum": 1}, "puzzle": {}, "model": {"codes": "piece"}}
-# settings that were removed, with the value whose behaviour is now the only one: dropped when an older checkpoint
-# loads (a checkpoint that had another value samples as before, but cannot be resumed: its stream is gone)
-REMOVED = {"paired_pictures": False, "crop_scale": VIEW_SCALE}
-# the checkpoint format: 1 had no "format" key; 2 may lack the settings added later (they load with their defaults)
-FORMAT = 2
-
-
-@dataclass
-class Config:
-    """Everything a checkpoint needs to rebuild its model and its puzzles, the settings it trained with, and how this
-    process runs. `train` is a train.TrainConfig while training; loaded from a checkpoint it is the plain dict stored
-    (only a resumed run reads it, as a TrainConfig); `run` is a plumbing.flags.RunConfig, never stored."""
-    puzzle: Union[ImageConfig, VideoConfig]
-    model: Union[DiTConfig, UNetConfig]
-    train: Any                               # train.TrainConfig, or its stored dict
-    prediction: str = "x0"                   # network target: eps (the paper's text) or x0
-    run: Any = field(default=None, compare=False)   # plumbing.flags.RunConfig: this process only, not stored
-
-    @property
-    def kind(self):
-        return self.puzzle.kind
-
-    def to_dict(self):
-        return {"kind": self.kind, "prediction": self.prediction, "puzzle": asdict(self.puzzle),
-                "model": asdict(self.model),
-                "train": asdict(self.train) if is_dataclass(self.train) else dict(self.train)}
-
-    @classmethod
-    def from_dict(cls, d, path):
-        """Read a checkpoint's config dict back, refusing (one sentence naming `path`) unknown or missing keys."""
-        if not isinstance(d, dict) or d.get("kind") not in PUZZLES or "puzzle" not in d:
-            raise UserError(f"checkpoint {path} has no config of this jpdvt version; use a checkpoint written by "
-                            "this version")
-        parts = {"puzzle": PUZZLES[d["kind"]], "model": MODELS[d["kind"]]}
-        check_keys(d, {"kind", "prediction", "train", *parts}, "config", path=path)
-        typed = {k: typed_part(c, d[k], f"config.{k}", path=path) for k, c in parts.items()}
-        train = d["train"]
-        if isinstance(train, dict):
-            train = {**ADDED["train"], **{k: v for k, v in train.items() if k not in REMOVED}}
-        check_keys(train, set(TRAIN_KEYS), "config.train", path=path)
-        return cls(prediction=d["prediction"], train=train, **typed)
-
-
-def check_keys(d, want, where, path):
-    if not isinstance(d, dict) or set(d) != set(want):
-        have = set(d) if isinstance(d, dict) else set()
-        problems = [f"unknown {', '.join(sorted(have - want))}"] if have - want else []
-        problems += [f"missing {', '.join(sorted(want - have))}"] if want - have else []
-        raise UserError(f"checkpoint {path} has a {where} that does not fit this jpdvt version "
-                        f"({'; '.join(problems) or 'not a dict'}); use a checkpoint written by this version")
-
-
-def removed_settings(config):
-    """{name: value} of the REMOVED settings a stored config holds with another value than today's behaviour."""
-    parts = [v for v in config.values() if isinstance(v, dict)] if isinstance(config, dict) else []
-    return {k: v for part in parts for k, v in part.items() if k in REMOVED and as_stored(v) != REMOVED[k]}
-
-
-def as_stored(value):
-    """A setting as a config holds it: lists (a pickled or JSON tuple may come back as one) back to tuples."""
-    return tuple(value) if isinstance(value, list) else value
-
-
-def typed_part(cls, d, where, path):
-    """cls(**d), lists back to tuples, after checking that d's keys are cls's fields: a field added after the
-    checkpoint was written (ADDED) takes its default, a removed one (REMOVED) is dropped."""
-    part, names = where.split(".")[-1], {f.name for f in fields(cls)}
-    if isinstance(d, dict):
-        added = {k: v for k, v in ADDED.get(part, {}).items() if k in names}   # (an image model's, not a video's)
-        d = {**added, **{k: v for k, v in d.items() if k not in REMOVED}}
-    check_keys(d, names, where, path=path)
-    return cls(**{k: as_stored(v) for k, v in d.items()})
+def init_weights(path, config):
+    """--init: the checkpoint at `path` as a start for train.train (its EMA weights, a fresh optimizer, step 0), after
+    checking that its network has this run's settings."""
+    src = load_checkpoint(path, config.puzzle.kind)
+    if src["config"].model != config.model:
+        diff = [f.name for f in fields(config.model) if getattr(src["config"].model, f.name) !=
+                getattr(config.model, f.name)]
+        raise UserError(f"--init {path} holds a model with other settings ({', '.join(diff)}); fine-tuning needs the "
+                        "same --model, --piece-size, --patch-size, --codes and --code-dim (or frame settings) as that "
+                        "run")
+    if src["config"].prediction != config.prediction:
+        raise UserError(f"--init {path} predicts {src['config'].prediction} and this run {config.prediction}; pass "
+                        f"--prediction {src['config'].prediction} to fine-tune it")
+    return {"model": None, "ema": src["ema"], "opt": None, "step": 0}

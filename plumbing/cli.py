@@ -1,13 +1,15 @@
 """
 What the scripts (train_image.py, train_video.py, sample.py, mnist.py) share on the command line: clean errors,
-argparse types, the checks of a grid and of a puzzle's settings (`parse_grid`, `check_puzzle`), the device
-(`resolve_device`) and the precision policy (`PRECISIONS`, `autocast`). Not in the paper.
+argparse types, the training flags (`add_train_flags`), the checks of a grid and of a puzzle's settings (`parse_grid`,
+`check_puzzle`), the device (`resolve_device`, `cpu_threads`) and the precision policy (`PRECISIONS`, `autocast`). Not in
+the paper.
 
 A wrong flag, a missing file or an unreadable dataset raises `UserError` with one sentence that names the flag or
-file and says what to do; `run_cli` turns it into one `error: ...` line and exit code 2, never a traceback.
+file and says what to do; `user_errors` turns it into one `error: ...` line and exit code 2, never a traceback.
 
     if __name__ == "__main__":
-        run_cli(main, get_parser().parse_args())          # main raises UserError("--grid must ...; use ...")
+        with user_errors():                                # main raises UserError("--grid must ...; use ...")
+            main(get_parser().parse_args())
     with autocast(resolve_device("auto"), "auto"):         # bf16 on CUDA, fp32 on CPU and mps
         losses = puzzle_loss(...)
 """
@@ -20,6 +22,10 @@ import sys
 
 import torch
 
+from diffusion import PREDICTIONS
+
+SCHEDULES = {"constant": "constant after the warm-up (the paper states no learning-rate schedule)",
+             "cosine": "cosine decay from step 0 to 0 at --max-steps, times the warm-up ramp"}
 PRECISIONS = {"auto": "bf16 on CUDA, fp32 on CPU and mps", "fp32": "full precision", "bf16": "bfloat16 autocast",
               "fp16": "float16 autocast + grad scaling (CUDA)"}
 
@@ -28,11 +34,12 @@ class UserError(ValueError):
     """A user-facing problem with settings or data; the message is one sentence saying what to do."""
 
 
-def run_cli(main, args):
-    """Run main(args), turning user errors (UserError, missing files) and ^C into one line on stderr and exit code 2
-    (no traceback)."""
+@contextlib.contextmanager
+def user_errors():
+    """Turn user errors (UserError, missing files) and ^C inside the block into one line on stderr and exit code 2 (no
+    traceback)."""
     try:
-        main(args)
+        yield
     except (UserError, FileNotFoundError, KeyboardInterrupt) as e:
         end_process_group()
         print(f"error: {'interrupted' if isinstance(e, KeyboardInterrupt) else e}", file=sys.stderr)
@@ -49,25 +56,21 @@ def end_process_group():
 # Argparse types (argparse names the flag in its error)
 # ----------------------------------------------------------------------------
 
-def whole(text, low):
-    """argparse's value of a whole-number flag of at least `low`, or the reason it is not one."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if v < low:
-        raise argparse.ArgumentTypeError(f"must be at least {low}, got {v}")
-    return v
+def at_least(low):
+    """argparse type: a whole number of at least `low`."""
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {v}")
+        return v
+    return parse
 
 
-def positive(text):
-    """argparse type: an int >= 1."""
-    return whole(text, 1)
-
-
-def non_negative(text):
-    """argparse type: an int >= 0."""
-    return whole(text, 0)
+positive = at_least(1)        # e.g. --max-steps
+non_negative = at_least(0)    # e.g. --eval-every
 
 
 def finite_float(allow_zero):
@@ -96,6 +99,14 @@ def decay(text):
     return v
 
 
+def grid(text):
+    """argparse type: a puzzle grid (parse_grid)."""
+    try:
+        return parse_grid(text)
+    except UserError as e:
+        raise argparse.ArgumentTypeError(str(e).split(", got")[0]) from None
+
+
 def parse_grid(text):
     """'3' -> (3, 3); '2x4' -> (2, 4) rows x cols. Each side must be >= 1 and the grid >= 2 pieces."""
     m = re.fullmatch(r"\s*(\d+)\s*(?:[xX*]\s*(\d+))?\s*", str(text))
@@ -107,6 +118,64 @@ def parse_grid(text):
     if rows * cols > 400:
         raise UserError(f"--grid {text} has {rows * cols} pieces; at most 400 are supported")
     return rows, cols
+
+
+def add_train_flags(p, defaults):
+    """The flags both training scripts share (help text on each); `defaults`: the script's recipe (a
+    train.TrainConfig), shown in the help. A setting flag left out is None: the script's make_config fills it."""
+    d = defaults
+    p.add_argument("--prediction", choices=PREDICTIONS,
+                   help="network target: x0, the clean codes (default, as in the authors' released video code; eps "
+                        "stayed at chance here: README, 'Differences from the paper') or eps, the noise (the paper's "
+                        "text)")
+    p.add_argument("--batch-size", type=positive, help=f"puzzles per step, over all processes: with torchrun each of "
+                                                       f"W processes takes B / W (default {d.batch_size})")
+    p.add_argument("--accum", type=positive,
+                   help=f"gradient accumulation: split each process's share of --batch-size into K micro-batches, "
+                        f"so the global batch fits in less memory (the same update to float tolerance; default "
+                        f"{d.accum})")
+    p.add_argument("--lr", type=positive_float, help=f"AdamW learning rate (default {d.lr}; paper: 1e-4)")
+    p.add_argument("--warmup", type=non_negative,
+                   help=f"linear learning-rate warmup steps, 0 = none (default {d.warmup})")
+    p.add_argument("--schedule", choices=SCHEDULES, help=f"learning-rate schedule (default {d.schedule})")
+    p.add_argument("--max-steps", type=positive, help=f"total training steps (default {d.max_steps})")
+    p.add_argument("--ema-decay", type=decay,
+                   help=f"largest decay of the EMA of the weights used for sampling; it grows as (1 + step) / (10 + "
+                        f"step) up to this (default {d.ema_decay}; paper settings: 0.9999, the authors' and DiT's)")
+    p.add_argument("--weight-code", type=loss_weight, help=f"loss weight of the positional codes (default "
+                                                           f"{d.weight_code})")
+    p.add_argument("--weight-content", type=loss_weight,
+                   help=f"loss weight of missing pieces' content (default {d.weight_content}); each part's loss is a "
+                        "mean over its generated entries, so this weight does not grow with the number missing")
+    p.add_argument("--precision", choices=PRECISIONS, help=f"training precision (default {d.precision})")
+    p.add_argument("--seed", type=non_negative,
+                   help=f"seed of the data stream, noise and initial weights (default {d.seed})")
+    p.add_argument("--ckpt-every", type=positive, help=f"write ckpt.pt every N steps (default {d.ckpt_every})")
+    p.add_argument("--eval-every", type=non_negative,
+                   help=f"check accuracy on a fixed batch of val puzzles every N steps, 0 = only at the end (default "
+                        f"{d.eval_every})")
+    p.add_argument("--eval-puzzles", type=positive, help=f"size of that batch (default {d.eval_puzzles})")
+    p.add_argument("--eval-steps", type=positive, help=f"DDIM steps for that check (default {d.eval_steps})")
+    p.add_argument("--paper", action=argparse.BooleanOptionalAction, default=None,
+                   help="take every setting not given as a flag from the paper's table for --dataset "
+                        "(configs/paper.py); on by default for the datasets only the paper's setting makes sense on: "
+                        "imagenet, jpwleg3, clevrer, ucf101, qst")
+    p.add_argument("--out", default=None, help="output folder: ckpt.pt and log.txt (default: out/run, or with "
+                                               "--resume the checkpoint's folder)")
+    p.add_argument("--resume", default=None,
+                   help="continue this ckpt.pt exactly, with its settings: only --max-steps, --ckpt-every, "
+                        "--eval-every and how the process runs (--out, --device, --workers, --compile, --log-every) "
+                        "may be given")
+    p.add_argument("--init", default=None,
+                   help="fine-tune: start from this checkpoint's (EMA) weights with a fresh optimizer at step 0")
+    p.add_argument("--device", default="auto",
+                   help="auto (a CUDA GPU, else a Mac's GPU, mps, else the CPU), cpu, cuda, cuda:N or mps (torchrun "
+                        "sets one per process)")
+    p.add_argument("--log-every", type=positive, default=50,
+                   help="log the mean losses every N steps (reading them syncs the device, so not every step)")
+    p.add_argument("--workers", type=non_negative, default=1,
+                   help="data-loading processes (0 = in the main process)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (GPU speed-up)")
 
 
 def check_puzzle(p):

@@ -1,8 +1,7 @@
 """
 Solving your own data with a trained checkpoint (sample.py's flags): a folder of pieces nobody has solved (--pieces,
 --frames) and temporal super-resolution of test clips or of your own clip (--superres, --video). The loaded checkpoint
-is a Solver (solving/solver.py); the bag itself (solving/bag.py) is what Solver.solve runs. Also sample.py's checks of
-its flags (refuse_conflicts) and which puzzles it scores (test_settings). Paper: the supplement's "Downstream Task:
+is a jpdvt.Solver; the bag itself (solving/bag.py) is what Solver.solve runs. Paper: the supplement's "Downstream Task:
 Temporal Super-resolution" (--superres); the rest is not in the paper (pieces of your own, pins, their confidence).
 
     python sample.py --ckpt checkpoints/image-photos-3x3.pt --pieces my_pieces/          # solved.png, arrangement.json
@@ -17,12 +16,11 @@ import numpy as np
 import torch
 from PIL import Image
 
-from plumbing.cli import UserError, check_puzzle, parse_grid
+from plumbing.cli import UserError
 from puzzles import VideoPuzzles, video_tensor
+from solving.bag import CONFIDENCE_SAMPLES
 from solving.pictures import video_row, write_rows
-from sources.files import data_folder, fit_channels, read_video
-from sources.images import DATASETS
-from sources.videos import VIDEO_DATASETS
+from sources.files import fit_channels, read_video
 
 SUPERRES_CLIPS = 4          # test clips --superres pictures
 # the shipped photo model trained with missing pieces (0 to 3 of 9): the one to use for a bag with holes
@@ -83,8 +81,7 @@ def superres(args, solver):
     b = content.shape[0]
     batch = {"content": content.to(device), "true_pos": torch.arange(pieces, device=device).expand(b, -1),
              "missing": torch.from_numpy(~keep).to(device).expand(b, -1)}
-    _, generated = solver.solve_batch(batch, given=torch.ones_like(batch["missing"]))
-    generated = solver.pixels(generated)
+    _, generated = solver.solve_batch(batch, given=torch.ones_like(batch["missing"]))   # in pixels
     rows = [video_row(batch, np.arange(pieces)[None].repeat(b, 0), generated, k=i) for i in range(b)]
     if args.video:                                             # no ground truth for the user's clip
         rows = [(clips[:2], marks[:2]) for clips, marks in rows]
@@ -146,95 +143,31 @@ def solve_pieces(args, solver):
     """--pieces / --frames: solve the folder's pieces (Solver.solve); write solved.png and arrangement.json
     (images) or order.json (videos). Everything is checked before anything is
     written."""
-    video = solver.config.kind == "video"
+    video = solver.config.puzzle.kind == "video"
     names, pieces = read_pieces(args.pieces or args.frames, video, solver.config.puzzle)
-    grid = parse_grid(args.grid) if args.grid else None
+    grid = args.grid                                           # (rows, cols), parsed by argparse (cli.grid)
     result = solver.solve(dict(zip(names, pieces)), pins=parse_pins(args, names, video), grid=grid)
-    conf = result.confidence if result.confidence is not None else [None] * len(names)
+    conf = result.confidence
     cells = len(result.cells)
     if not video and len(names) < cells and not solver.generates:
         print(f"note: {cells - len(names)} empty cell(s), and this model never trained with missing pieces, so it "
               f"cannot draw them (they stay grey); for photo pieces of a 3x3 grid with holes use {MASKED_MODEL}")
-    if solver.calibration is not None and result.confidence is None:
-        missing = 0 if video else cells - len(names)
-        differs = solver.differs({**solver.settings(), "missing": missing})
-        if list(differs) == ["missing"]:
-            have = " or ".join(str(k) for k in differs["missing"][0])
-            print(f"note: no confidence: the checkpoint's tables describe puzzles with {have} missing pieces, and "
-                  f"this one has {missing} (sample.py --split val --calibrate --missing {missing} fits a table)")
-        else:
-            why = solver.mismatch({**solver.settings(), "missing": missing})
-            print("note: no confidence: " + (f"the checkpoint's tables were fitted with other settings ({why}); "
-                                             "rerun --split val --calibrate with these" if why else
-                                             "its tables describe the model's own grid only"))
     if video:
         order = [names[i] for i in np.argsort(result.positions)]
-        report = {"pieces": {n: {"slot": int(s), "confidence": c and float(c)}
+        report = {"pieces": {n: {"slot": int(s), "confidence": float(c)}
                              for n, s, c in zip(names, result.positions, conf)}, "order": order}
         path = os.path.join(args.out, "order.json")
     else:
-        report = {"pieces": {n: {"row": int(r), "col": int(c), "confidence": p and float(p)}
+        report = {"pieces": {n: {"row": int(r), "col": int(c), "confidence": float(p)}
                              for n, (r, c), p in zip(names, result.positions, conf)},
                   "grid": list(grid or solver.config.puzzle.grid), "generated_cells": result.generated.tolist()}
         path = os.path.join(args.out, "arrangement.json")
         result.image.save(os.path.join(args.out, "solved.png"))
     report.update(puzzle_confidence=result.puzzle_confidence, ckpt=args.ckpt, steps=args.steps, sampler=args.sampler,
-                  samples=args.samples, precision=solver.settings()["precision"],
-                  calibrated=result.confidence is not None)
+                  samples=max(args.samples, CONFIDENCE_SAMPLES), precision=solver.precision)
     with open(path, "w") as f:
         json.dump(report, f, indent=2)
-    sure = "" if result.puzzle_confidence is None else f", {result.puzzle_confidence:.0%} sure of all of it"
+    sure = f", {result.puzzle_confidence:.0%} of the {max(args.samples, CONFIDENCE_SAMPLES)} samples agree on all of it"
     picture = "" if video else f" and {os.path.join(args.out, 'solved.png')}"
     print(f"{len(names)} pieces solved{sure}; wrote {path}{picture}")
     return report
-
-
-# ----------------------------------------------------------------------------
-# Which puzzles sample.py scores
-# ----------------------------------------------------------------------------
-
-def test_settings(args, puzzle):
-    """The checkpoint's puzzle settings with the flags that change them: --dataset, --data-dir (default: the training
-    run's, for its own dataset), --missing (default: the checkpoint's; 0 for your own data), --frame-stride
-    (videos)."""
-    dataset = args.dataset or puzzle.dataset
-    datasets = DATASETS if puzzle.kind == "image" else VIDEO_DATASETS
-    if dataset not in datasets:
-        raise UserError(f"--dataset {dataset} does not fit this {puzzle.kind} checkpoint; use one of "
-                        f"{', '.join(datasets)}")
-    own_dir = None
-    if dataset == puzzle.dataset and puzzle.data_dir and not args.data_dir:
-        own_dir = data_folder(puzzle.data_dir, args.ckpt)
-        if own_dir is None and not own_data(args):
-            raise UserError(f"{args.ckpt} was trained on {puzzle.data_dir}, which is found neither from here nor "
-                            "next to the checkpoint; pass --data-dir with that folder")
-    if getattr(puzzle, "vae", None):                           # a latent video model: its autoencoder folder
-        vae = args.vae or data_folder(puzzle.vae, args.ckpt)
-        if vae is None:
-            raise UserError(f"{args.ckpt} diffuses latents of the autoencoder {puzzle.vae}, which is found neither "
-                            "from here nor next to the checkpoint; pass --vae with that folder")
-        puzzle = replace(puzzle, vae=vae)
-    changes = {"dataset": dataset, "data_dir": args.data_dir or own_dir,
-               "missing": args.missing if args.missing is not None else (0 if own_data(args) else puzzle.missing)}
-    if args.frame_stride is not None and hasattr(puzzle, "frame_stride"):
-        changes["frame_stride"] = args.frame_stride
-    puzzle = replace(puzzle, **changes)
-    check_puzzle(puzzle)
-    return puzzle
-
-
-def own_data(args):
-    """The flag of the user's own data, if any (--video, --pieces, --frames)."""
-    return args.video or args.pieces or args.frames
-
-
-def refuse_conflicts(args):
-    """Refuse, in one sentence each, sample.py flags that cannot go together."""
-    if args.steps is not None and args.steps > 1000:
-        raise UserError(f"--steps {args.steps} is more than the model's 1000 diffusion steps; use at most 1000 (50 is "
-                        "the usual)")
-    if (args.pin or args.grid) and not (args.pieces or args.frames):
-        raise UserError("--pin and --grid apply to a folder of pieces; add --pieces DIR (or --frames DIR)")
-    if args.calibrate and args.split != "val":
-        raise UserError("--calibrate fits the confidence on the val split (the test split is scored once); add "
-                        "--split val")

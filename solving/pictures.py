@@ -154,8 +154,10 @@ def picture(kind, batch, positions, content, k):
     return video_row(batch, positions, content, k=k)
 
 
-def save_pictures(kind, folder, rows):
-    """examples.png (images) or examples.gif (videos) of picture() rows; returns (path, what its columns show)."""
+def save_pictures(kind, folder, solved):
+    """examples.png (images) or examples.gif (videos) of solved puzzles, [(batch, positions, content, k)] (picture());
+    returns (path, what its columns show)."""
+    rows = [picture(kind, *one) for one in solved]
     if kind.p.kind == "image":
         path = os.path.join(folder, "examples.png")
         save_png(path, stack(rows, axis=0))

@@ -17,7 +17,7 @@ from multiprocessing import Pool
 from PIL import Image
 from tqdm import tqdm
 
-from plumbing.cli import UserError, positive, run_cli
+from plumbing.cli import UserError, positive, user_errors
 from sources.files import list_images
 
 
@@ -73,4 +73,5 @@ def get_parser():
 
 
 if __name__ == "__main__":
-    run_cli(main, get_parser().parse_args())
+    with user_errors():
+        main(get_parser().parse_args())

@@ -71,15 +71,12 @@ class Clips:
             self.files = split_files(cfg.data_dir, split, cfg.dataset, lister=list_videos, what="videos",
                                      exts=VIDEO_EXTS + ("frame folders",))
         self.skipped = set()
-
+        # clips of a finite split (Moving MNIST's t10k digits: MNIST_TEST_CLIPS), else ENDLESS
+        self.count = (len(self.videos) if self.videos is not None else MNIST_TEST_CLIPS if self.mnist_dir is not None
+                      else len(self.files) if self.files is not None else ENDLESS)
 
     def __len__(self):
-        """Clips of a finite split (Moving MNIST's t10k digits: MNIST_TEST_CLIPS), else ENDLESS."""
-        if self.videos is not None:
-            return len(self.videos)
-        if self.mnist_dir is not None:
-            return MNIST_TEST_CLIPS
-        return len(self.files) if self.files is not None else ENDLESS
+        return self.count
 
     def clip_index(self, i):
         """Stream position i -> clip of a finite set: training visits every clip once per epoch in a seeded order
@@ -101,7 +98,7 @@ class Clips:
                 clip = np.stack([resize_frame(f, size) for f in clip])
         else:
             clip = self.read(self.clip_index(i))
-        return fit_channels(clip, self.cfg.channels)
+        return clip if clip.shape[-1] == self.cfg.channels else fit_channels(clip, self.cfg.channels)
 
     def read(self, i):
         """Video i of the folder, or the next usable one: unreadable or too short ones are skipped and counted."""

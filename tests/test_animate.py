@@ -18,7 +18,7 @@ from jpdvt import SampleOptions, given_codes, solve
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError
 from posenc import grid_table
-from puzzles import collate
+from puzzles import collate, puzzle_set
 from sources.synthetic import shapes_image
 
 PIECE, BORDER = 40, 2       # the 120 x 160 test photo on a 3x3 grid: 40 px pieces, 2 px apart (as test_image.py)
@@ -95,7 +95,7 @@ def test_callback_sees_every_step_and_changes_no_result():
     model = jpdvt.kind_of(config).network(config.model).eval()
     model.load_state_dict(ckpt["ema"])
     diffusion, table = GaussianDiffusion(1000, config.prediction), jpdvt.kind_of(config).table()
-    test = jpdvt.kind_of(replace(config.puzzle, missing=1)).puzzles("test", 0)
+    test = puzzle_set(replace(config.puzzle, missing=1), "test", 0)
     batch, opts = collate([test[0], test[1]]), SampleOptions(steps=4, samples=2)
     given = given_codes(batch, False)
     plain = solve(model, diffusion, batch, table, replace(opts, generator=torch.Generator().manual_seed(0)), given)

@@ -5,7 +5,6 @@ import os
 import shlex
 
 import pytest
-from PIL import Image
 
 import sample
 import train_image
@@ -53,47 +52,6 @@ def test_recipes_parse():
         assert all(parses("sample.py", ["--ckpt", "x"] + extra) for extra in evals), name
 
 
-def test_gpu_imagenet_folder_splits(tmp_path):
-    """bench/gpu.py's generated ImageNet-layout folder gives the training command a held-out band (val) besides the
-    training pictures, and val/ is the test split, as sources.files.split_files reads a real ImageNet."""
-    from bench.gpu import imagenet_folder
-    from sources.files import IMAGE_EXTS, list_images, split_files
-    root = imagenet_folder(str(tmp_path / "imagenet"), train=6, val=3, held_out=2)
-    count = {split: len(split_files(root, split, "imagenet", list_images, "images", IMAGE_EXTS))
-             for split in ("train", "val", "test")}
-    assert count == {"train": 6, "val": 2, "test": 3}
-
-
-def test_missing_curve_draws_the_rows(tmp_path):
-    """bench/plots.py draws the 8 x 4 missing-pieces rows (the paper's Figure 4(b)) as a picture."""
-    from bench.plots import CURVE, missing_curve
-    rows = {f"{CURVE}--missing {k}": {"metrics": {"kendall": 0.01 * k, "kendall_set": 0.005 * k,
-                                                  "exact": 1 - 0.1 * k, "exact_set": 1 - 0.05 * k}}
-            for k in range(5)}
-    points = missing_curve(rows, tmp_path / "curve.png")
-    assert [k for k, _ in points] == [0, 1, 2, 3, 4]
-    img = Image.open(tmp_path / "curve.png")
-    assert img.size == (760, 300) and len(set(img.convert("L").tobytes())) > 3   # lines drawn, not blank
-    with pytest.raises(SystemExit, match="no rows"):
-        missing_curve({}, tmp_path / "none.png")
-
-
-def test_reliability_plot_draws_each_checkpoints_bins(tmp_path):
-    """bench/plots.py draws the confidence rows on test (predicted against observed per bin) as one picture."""
-    from bench.plots import PART_COLOURS, reliability_plot
-    bins = {"ece": 0.02, "rows": [[0.0, 0.5, 9, 0.2, 0.1], [0.5, 1.0, 91, 0.9, 0.95]]}    # under 10: a ring
-    rows = {f"confidence {n} test": {"metrics": {"confidence": {"piece": bins, "puzzle": bins}}} for n in "ab"}
-    points = reliability_plot(rows, ["a", "b", "c"], tmp_path / "rel.png")
-    assert [n for n, _ in points] == ["a", "b"] and points[0][1]["piece"] == (bins["rows"], 0.02)
-    img = Image.open(tmp_path / "rel.png").convert("RGB")
-    assert img.size == (70 + 180 * 2, 80 + 2 * 180)
-    x0, y0, size = 60 + 180, 84, 140                                 # b's piece panel: its (0.9, 0.95) bin's dot
-    assert img.getpixel((round(x0 + size * 0.9), round(y0 + size * (1 - 0.95)))) == PART_COLOURS["piece"]
-    assert img.getpixel((round(x0 + size * 0.2), round(y0 + size * (1 - 0.1)))) != PART_COLOURS["piece"]   # a ring
-    with pytest.raises(SystemExit, match="no rows"):
-        reliability_plot({}, ["a"], tmp_path / "none.png")
-
-
 def test_report_tables_keep_their_columns():
     """bench/report.py: every line of a table has its header's cells, whether the rows share one machine (said once,
     under the table, after a blank line) or not (a machine column), recipes' repeated evaluations included."""
@@ -103,31 +61,11 @@ def test_report_tables_keep_their_columns():
     gpu = {**row, "machine": "1 NVIDIA H200 + 16 CPU cores"}
     for rows, one in [({"r": {**row, "machine": "2 CPU cores"}, "r--split val": {**row, "machine": "2 CPU cores"}},
                        True), ({"r": {**row, "machine": "2 CPU cores"}, "r--split val": gpu}, False)]:
-        lines = table(rows, "recipe", recipes={"r": None})
+        lines = table(rows, "recipe", recipes=True)
         body = [line for line in lines if line.startswith("|")]
         assert len({line.count("|") for line in body}) == 1, lines
         assert ("machine" in body[0]) is not one
         assert one is (lines[-3:] == ["", "Machine: 2 CPU.", ""])
-
-
-def test_retired_rows_stay_in_results_only():
-    """bench/report.py: rows named `... [retired]` or `... [retired WHICH]` (a model since replaced) leave
-    BENCHMARKS.md's tables, counted once; a group of retired rows only has no table; removed recipes stay apart."""
-    from bench.report import group_tables
-    row = {"group": "paper-table", "command": "python sample.py", "machine": "2 CPU cores", "train_minutes": 0,
-           "metrics": {"kendall": 0.1, "exact": 0.5, "num_puzzles": 1000}}
-    lines = group_tables("paper-table", {"new test": row, "old test [retired]": row}, {}, False)
-    assert any(line.startswith("| new test |") for line in lines)
-    assert not any("old test" in line for line in lines)
-    assert "(1 row of models since replaced, named `... [retired ...]`: `bench/results.json` only.)" in lines
-    only = group_tables("paper-table", {"a [retired]": row, "b [retired 16000-step]": row}, {}, False)
-    assert not any(line.startswith("|") for line in only)
-    assert "(2 rows of models since replaced, named `... [retired ...]`: `bench/results.json` only.)" in only
-    recipes = group_tables("recipes", {"kept": row, "gone": row, "gone--split val [retired]": row}, {"kept": None},
-                           False)
-    assert "(1 row of recipes since removed from `bench/recipes.py` left out.)" in recipes
-    assert "(1 row of models since replaced, named `... [retired ...]`: `bench/results.json` only.)" in recipes
-    assert not any("[retired" in line for line in recipes if line.startswith("|"))
 
 
 def test_hand_run_rows_print_their_commands_short():
@@ -192,7 +130,7 @@ def test_seed_is_refused_where_no_row_would_carry_it():
     def bench(names, clips=None):       # --list: should the guard fail, nothing is scored
         return bench_main.main(argparse.Namespace(export=None, list=True, names=names, only=None, out="runs/bench",
                                                   clips=clips, estimator=None, seed=2))
-    for names in (["paper-table"], ["candidate-val"]):
+    for names in (["fresh-seed"], ["candidate-val"]):
         with pytest.raises(SystemExit, match="--seed: only `candidate-val --clips N` reads it"):
             bench(names)
     assert bench(["candidate-val"], clips=5) is None

@@ -205,7 +205,8 @@ def test_follow_cells_shows_each_drawing_in_the_cell_it_was_drawn_for():
     first = torch.full((1, n, n), 5.0)
     first[0, [0, 1, 2, 3], [0, 1, 3, 2]] = 0.0                  # the first sample: piece 2 drew cell 3, piece 3 cell 2
     generated = torch.arange(n, dtype=torch.float32).view(1, n, 1, 1, 1).expand(1, n, 3, 2, 2).clone()
-    out = follow_cells(generated, first, cost, batch, torch.zeros(1, n, dtype=bool), "hungarian")
+    costs = torch.stack([first, cost, cost, cost])             # (S, B, N, P): the mean still puts piece i at cell i
+    out = follow_cells(generated, costs, batch, torch.zeros(1, n, dtype=bool), "hungarian")
     assert out[0, :, 0, 0, 0].tolist() == [0.0, 1.0, 3.0, 2.0]
-    assert np.array_equal(follow_cells(generated, cost, cost, batch, torch.zeros(1, n, dtype=bool), "hungarian"),
-                          generated)                            # drawings already in their cells stay
+    assert np.array_equal(follow_cells(generated, torch.stack([cost, cost]), batch, torch.zeros(1, n, dtype=bool),
+                                       "hungarian"), generated)   # drawings already in their cells stay

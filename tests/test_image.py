@@ -1,8 +1,7 @@
 """Image side: puzzles, DiT, training, checkpoints, sample.py (test set, refusals), torchrun."""
 import importlib
 import json
-from dataclasses import asdict, fields
-from types import SimpleNamespace
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -11,16 +10,16 @@ from conftest import SHAPES_CKPT, TINY_IMAGE, assert_one_line_error, py, sample_
 from PIL import Image
 
 import jpdvt
+import train_image
 from diffusion import GaussianDiffusion
 from dit import DiT, DiTConfig
 from jpdvt import given_codes, puzzle_loss
-from plumbing.checkpoint import TRAIN_KEYS, Config, load_checkpoint, removed_settings, save_checkpoint
+from plumbing.checkpoint import FORMAT, Config, load_checkpoint, typed
 from plumbing.cli import UserError, parse_grid
-from puzzles import SPLITS, ImageConfig, ImagePuzzles, collate, cut_image, shuffle_pieces
+from puzzles import SPLITS, ImageConfig, ImagePuzzles, collate, cut_image, puzzle_set, shuffle_pieces
 from solving.pictures import assemble
 from sources.synthetic import shapes_image
 from train import TrainConfig
-from train_image import model_config
 
 # ----------------------------------------------------------------------------- puzzles
 
@@ -66,12 +65,11 @@ def test_parse_grid():
 
 def test_shapes_dataset_deterministic_and_disjoint():
     cfg = ImageConfig(grid=(3, 3), piece_size=8, missing=2, anchor=True)
-    kind = jpdvt.kind_of(cfg)
-    a, b, t = kind.puzzles("train", 0), ImagePuzzles(cfg, "train", 0), kind.puzzles("test", 0)
+    a, b, t = puzzle_set(cfg, "train", 0), ImagePuzzles(cfg, "train", 0), puzzle_set(cfg, "test", 0)
     assert torch.equal(a[5]["content"], b[5]["content"]) and torch.equal(a[5]["true_pos"], b[5]["true_pos"])
     assert not torch.equal(a[5]["content"], t[5]["content"])
-    assert not torch.equal(jpdvt.kind_of(cfg).puzzles("val", 0)[5]["content"], t[5]["content"])
-    assert not torch.equal(jpdvt.kind_of(cfg).puzzles("test", 1)[5]["content"], t[5]["content"])   # another seed
+    assert not torch.equal(puzzle_set(cfg, "val", 0)[5]["content"], t[5]["content"])
+    assert not torch.equal(puzzle_set(cfg, "test", 1)[5]["content"], t[5]["content"])   # another seed
     item = t[3]
     assert item["content"].shape == (9, 3, 8, 8) and item["content"].min() >= -1 and item["content"].max() <= 1
     assert item["missing"].sum() == 2 and not item["missing"][0]       # exactly K at test time; anchor kept
@@ -126,13 +124,13 @@ def test_dit_shapes_zero_init_and_equivariance():
 
 def test_patch_size_default_and_check():
     """--patch-size defaults to the largest divisor of the piece size up to the model's patch; others must divide."""
-    def flags(patch):
-        return SimpleNamespace(model="tiny", patch_size=patch, codes="piece", code_dim=32)
-    cfg = model_config(flags(None), 24)
+    def model(*flags):
+        return train_image.make_config(train_image.get_parser().parse_args(["--piece-size", "24", *flags])).model
+    cfg = model()
     assert (cfg.piece_size, cfg.patch_size) == (24, 12) and DiT(cfg).tokens_per_side == 2
-    assert model_config(flags(8), 24).patch_size == 8
+    assert model("--patch-size", "8").patch_size == 8
     with pytest.raises(UserError, match="--patch-size 5 must divide --piece-size 24"):
-        model_config(flags(5), 24)
+        model("--patch-size", "5")
 
 
 def test_training_steps_lower_loss():
@@ -140,7 +138,7 @@ def test_training_steps_lower_loss():
     model = DiT(tiny_cfg())
     diffusion = GaussianDiffusion(1000, "x0")
     cfg = ImageConfig(grid=(2, 2), piece_size=8, missing=1)
-    ds = jpdvt.kind_of(cfg).puzzles("train", 0)
+    ds = puzzle_set(cfg, "train", 0)
     batch = collate([ds[i] for i in range(16)])
     opt = torch.optim.Adam(model.parameters(), lr=2e-3)
     table = jpdvt.kind_of(cfg).table()
@@ -162,8 +160,8 @@ def test_training_steps_lower_loss():
 
 def test_checkpoint_contents(image_ckpt):
     ck = torch.load(image_ckpt, weights_only=True)                   # plain types and tensors only
-    assert set(ck) == {"format", "config", "model", "ema", "opt", "scaler", "step", "data"} and ck["step"] == 8
-    assert ck["data"] is None                                           # built-in shapes: no files to record
+    assert set(ck) == {"format", "config", "model", "ema", "opt", "step"} and ck["step"] == 8
+    assert ck["format"] == FORMAT == 3
     assert set(ck["config"]) == {"kind", "prediction", "puzzle", "model", "train"}
     config = load_checkpoint(image_ckpt, "image")["config"]
     assert config.puzzle == ImageConfig(grid=(2, 2), piece_size=8, missing=1)
@@ -172,6 +170,10 @@ def test_checkpoint_contents(image_ckpt):
     assert (train["max_steps"], train["batch_size"], train["warmup"]) == (8, 4, 0)
     log = (image_ckpt.parent / "log.txt").read_text()
     assert "eval step 4 piece_acc" in log and "final step 8 piece_acc" in log
+    first = log.splitlines()[0]                                         # the resolved settings, every one
+    assert first.startswith("settings: dataset shapes; ") and first.endswith("; prediction x0")
+    assert "; grid (2, 2); " in first and "; batch_size 4; " in first and "; lr 0.002; " in first
+    assert "(flag)" not in first and "paper table" not in first
 
 
 def test_sample_end_to_end(image_ckpt, tmp_path, capsys):
@@ -180,6 +182,7 @@ def test_sample_end_to_end(image_ckpt, tmp_path, capsys):
     assert m == json.loads((tmp_path / "metrics.json").read_text())
     assert (m["num_puzzles"], m["missing"], m["steps"], m["sampler"], m["train_step"]) == (6, 1, 3, "ddpm", 8)
     assert (m["grid"], m["piece_size"], m["gap"], m["anchor"]) == ([2, 2], 8, 0, False)
+    assert m["precision"] == "auto" and not {"split_seen", "calibration", "confidence"} & set(m)
     # the 3 given pieces of each of the 6 puzzles are scored (the missing one is generated, not scored)
     assert m["piece_acc"] * 18 == pytest.approx(round(m["piece_acc"] * 18))
     assert m["puzzle_acc"] * 6 == pytest.approx(round(m["puzzle_acc"] * 6)) and m["puzzle_acc"] <= m["piece_acc"]
@@ -202,8 +205,8 @@ def test_trained_model_solves_what_an_untrained_one_cannot(tmp_path):
     ck = load_checkpoint(SHAPES_CKPT, "image")
     torch.manual_seed(0)
     fresh = jpdvt.kind_of(ck["config"]).network(ck["config"].model)
-    save_checkpoint(tmp_path / "untrained.pt", {"config": ck["config"].to_dict(), "model": {},
-                                                "ema": fresh.state_dict(), "opt": {}, "scaler": {}, "step": 0})
+    torch.save({"format": FORMAT, "config": {"kind": "image", **asdict(ck["config"])}, "model": {},
+                "ema": fresh.state_dict(), "opt": {}, "step": 0}, tmp_path / "untrained.pt")
     untrained = sample_run("--ckpt", tmp_path / "untrained.pt", "--num-puzzles", "8", "--steps", "10",
                            "--out", tmp_path / "u")
     assert untrained["piece_acc"] <= 0.4 and untrained["puzzle_acc"] == 0.0, untrained
@@ -235,27 +238,17 @@ def test_inputs_of_the_other_kind_are_refused(image_ckpt, tmp_path):
                                 "--pieces")
 
 
-def test_config_round_trip():
+def test_config_round_trip(tmp_path):
+    """A Config stored as a checkpoint writes it (plain values) loads back equal; its train part stays the stored dict
+    until a resume types it."""
     tc = TrainConfig(lr=3e-4, max_steps=7)
     config = Config(puzzle=ImageConfig(grid=(2, 4), anchor=True), model=DiTConfig(piece_size=16), train=tc)
-    back = Config.from_dict(config.to_dict(), "x.pt")
+    torch.save({"format": FORMAT, "config": {"kind": "image", **asdict(config)}, "model": {}, "ema": {}, "opt": {},
+                "step": 0}, tmp_path / "c.pt")
+    back = load_checkpoint(tmp_path / "c.pt", "image")["config"]
     assert (back.puzzle, back.model, back.prediction) == (config.puzzle, config.model, config.prediction)
-    assert back.train == asdict(tc) and TrainConfig(**back.train) == tc     # stored as plain values
-    assert TRAIN_KEYS == tuple(f.name for f in fields(TrainConfig))         # what loading checks, without train.py
-
-
-def test_a_checkpoint_with_removed_settings_loads_without_them():
-    """--paired-pictures and --crop-scale were removed (argparse refuses them); a checkpoint that recorded them loads
-    without them, and only another value than today's behaviour is a removed setting (sampling works, resuming does
-    not)."""
-    d = Config(puzzle=ImageConfig(), model=DiTConfig(), train=TrainConfig()).to_dict()
-    d["puzzle"]["paired_pictures"] = True
-    assert Config.from_dict(d, "old.pt").puzzle == ImageConfig()
-    del d["puzzle"]["paired_pictures"]
-    for scale, removed in (((0.3, 1.0), {}), ([0.3, 1.0], {}), ((0.15, 1.0), {"crop_scale": (0.15, 1.0)})):
-        d["puzzle"]["crop_scale"] = scale
-        assert removed_settings(d) == removed
-        assert Config.from_dict(d, "old.pt").puzzle == ImageConfig()
+    assert back.puzzle.grid == (2, 4)                                    # a list again a tuple
+    assert back.train == asdict(tc) and typed(TrainConfig, back.train, "c.pt") == tc   # stored as plain values
 
 
 def test_codes_per_token_train_and_solve(tmp_path):

@@ -1,6 +1,6 @@
 """
 The repository's shape, as the design card states it: the method files at the root import nothing of the folders a
-reader may skip (solving/, plumbing/, bench/) at module level (jpdvt.load imports the Solver inside), the data
+reader may skip (solving/, plumbing/, bench/) at module level (jpdvt.load and Solver.solve import them inside), the data
 sources depend on no other part of the project, the README keeps its order and writes nothing into docs/, and no
 committed checkpoint carries a training state.
 """

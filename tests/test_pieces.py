@@ -1,19 +1,20 @@
 """Solve your own pieces: the README's five lines, --pieces and --frames folders with any names, pins, the confidence
-(calibration on val, reliability on test) and every bad input's one sentence, with nothing written half."""
+(the agreement between samples) and every bad input's one sentence, with nothing written half."""
 import json
 import os
 import re
 import shutil
+from dataclasses import replace
 
 import imageio.v3 as iio
 import numpy as np
 import pytest
 import torch
-from conftest import COFFEE, ROOT, TINY_IMAGE, sample_run, train_image_run
+from conftest import COFFEE, ROOT, SHAPES_CKPT, TINY_IMAGE, sample_run, train_image_run
 from PIL import Image
 
 from plumbing.cli import UserError
-from puzzles import collate
+from solving.bag import CONFIDENCE_SAMPLES, agreement, margins
 from sources.files import fit_image
 from sources.synthetic import moving_digits
 
@@ -86,8 +87,9 @@ def test_frames_orders_clips_with_any_names(tmp_path):
     report = sample_run("--ckpt", DIGITS, "--frames", tmp_path / "clips", "--pin", f"{names[0]}=0")
     assert report["order"] == names and [report["pieces"][n]["slot"] for n in names] == [0, 1, 2, 3, 4]
     assert json.loads((tmp_path / "clips_solved" / "order.json").read_text())["order"] == names   # next to it
-    sure = [report["pieces"][n]["confidence"] for n in names]       # the shipped table, fitted on val clips
-    assert report["calibrated"] and sure[0] == 1.0 and all(0 < p < 1 for p in sure[1:])
+    sure = [report["pieces"][n]["confidence"] for n in names]       # the share of the 8 samples that agree
+    assert report["samples"] == CONFIDENCE_SAMPLES and "calibrated" not in report
+    assert sure[0] == 1.0 and all(0 <= p <= 1 and p * 8 == round(p * 8) for p in sure)   # the pinned first piece
     assert report["puzzle_confidence"] <= min(sure)
 
 
@@ -118,140 +120,102 @@ def test_bad_pieces_get_one_sentence_and_nothing_is_written(case, tmp_path):
     assert not (tmp_path / "out" / "solved.png").exists()
 
 
-def test_calibration_on_val_then_confidence_on_test_and_pieces(tmp_path, capsys):
-    """A tiny anchored model: --calibrate writes the tables into the checkpoint; a test score reports their
-    reliability and ECE; solve(pieces) with a pin gives probabilities."""
-    train_image_run(*TINY_IMAGE, "--anchor", "--max-steps", "2", "--eval-every", "0", "--out", tmp_path / "run")
-    ckpt = tmp_path / "run" / "ckpt.pt"
-    with pytest.raises(UserError, match=r"--calibrate needs at least 100 puzzles to fit on, and would solve 20; "):
-        sample_run("--ckpt", ckpt, "--split", "val", "--calibrate", "--num-puzzles", "20", "--out", tmp_path / "few")
-    assert not (tmp_path / "few" / "metrics.json").exists()              # refused before anything is solved
-    m = sample_run("--ckpt", ckpt, "--split", "val", "--calibrate", "--num-puzzles", "20", "--repeats", "5",
-                   "--steps", "2", "--out", tmp_path / "cal")
-    calibration = torch.load(ckpt, weights_only=True)["calibration"]
-    table = calibration["tables"][0]                                # fitted at 0 missing pieces
-    assert calibration == m["calibration"] and calibration["split"] == "val" and table["puzzle"]["pieces"] == 100
-    assert table["piece"]["pieces"] == 100 * 3                           # every piece but the anchor
-    plain = sample_run("--ckpt", ckpt, "--split", "val", "--num-puzzles", "20", "--repeats", "5", "--steps", "2",
-                       "--out", tmp_path / "plain")                     # the evidence had noise of its own
-    assert (plain["piece_acc"], plain["passes"]) == (m["piece_acc"], m["passes"])
-    assert all(a <= b for a, b in zip(table["piece"]["accuracy"], table["piece"]["accuracy"][1:]))
-    with pytest.raises(UserError, match="--calibrate fits the confidence on the val split"):
-        sample_run("--ckpt", ckpt, "--calibrate", "--out", tmp_path / "x")
-    m = sample_run("--ckpt", ckpt, "--num-puzzles", "20", "--steps", "2", "--out", tmp_path / "test")
-    assert 0 <= m["confidence"]["piece"]["ece"] <= 1 and sum(r[2] for r in m["confidence"]["piece"]["rows"]) == 60
-    assert "piece confidence: expected calibration error" in capsys.readouterr().out
+def test_a_bag_with_pins_gets_the_agreement_of_its_samples(tmp_path):
+    """A tiny anchored noise-predicting model (the paper's text): solve(pieces) with a pin keeps the pinned piece on its
+    cell (confidence 1), every confidence is a share of the 8 samples, the same seed gives the same answer, and bad
+    pins and pixels are refused in one sentence."""
     import jpdvt
-    solver = jpdvt.load(str(ckpt), device="cpu")                 # sampling as the table was fitted: 2 steps
-    assert solver.opts.steps == 2 and solver.calibrated()
+    train_image_run(*TINY_IMAGE, "--anchor", "--prediction", "eps", "--max-steps", "2", "--eval-every", "0",
+                    "--out", tmp_path / "run")
+    solver = jpdvt.load(str(tmp_path / "run" / "ckpt.pt"), device="cpu")
+    solver.opts = replace(solver.opts, steps=2)
     pieces = [np.random.default_rng(i).random((8, 8, 3)) for i in range(4)]
-    result = solver.solve(pieces, pins={0: (1, 1)})
+    result = solver.solve(pieces, pins={0: (1, 1)}, seed=5)
     assert result.confidence.shape == (4,) and result.confidence[0] == 1.0 and tuple(result.positions[0]) == (1, 1)
-    assert all(0 < p < 1 for p in result.confidence[1:]) and 0 < result.puzzle_confidence < 1   # smoothed: never 0/1
-    assert result.puzzle_confidence <= result.confidence[1:].min()      # all right is never likelier than one
-    assert solver.solve(pieces[:3], pins={0: (1, 1)}).confidence is None     # fitted with no empty cell
-    (tmp_path / "three").mkdir()
-    for k, p in enumerate(pieces[:3]):
-        Image.fromarray((p * 255).astype(np.uint8)).save(tmp_path / "three" / f"{k}.png")
-    capsys.readouterr()
-    sample_run("--ckpt", ckpt, "--pieces", tmp_path / "three", "--pin", "0.png=1,1", "--out", tmp_path / "t")
-    assert "tables describe puzzles with 0 missing pieces, and this one has 1 (sample.py --split val --calibrate " \
-           "--missing 1 fits a table)" in capsys.readouterr().out
-    sample_run("--ckpt", ckpt, "--split", "val", "--calibrate", "--num-puzzles", "20", "--repeats", "5", "--steps", "2",
-               "--missing", "1", "--out", tmp_path / "cal1")               # a table for one missing piece, beside
-    tables = torch.load(ckpt, weights_only=True)["calibration"]["tables"]
-    assert sorted(tables) == [0, 1] and tables[0] == table
-    assert jpdvt.load(str(ckpt), device="cpu").solve(pieces[:3], pins={0: (1, 1)}).confidence is not None
+    assert all(0 <= p <= 1 and p * 8 == round(p * 8) for p in result.confidence)
+    assert result.puzzle_confidence <= result.confidence.min()         # all right is never likelier than one
+    again = solver.solve(pieces, pins={0: (1, 1)}, seed=5)
+    assert np.array_equal(again.positions, result.positions) and np.array_equal(again.confidence, result.confidence)
+    three = solver.solve(pieces[:3], pins={0: (1, 1)})                  # a cell left empty: still a confidence each
+    assert three.confidence.shape == (3,) and three.confidence[0] == 1.0 and len(three.generated) == 1
     for pins, message in [({0: (2, 0)}, "outside the 2x2 grid"), ({0: (0, 0), 1: (0, 0)}, "the same cell")]:
         with pytest.raises(UserError, match=message):
             solver.solve(pieces, pins=pins)
     with pytest.raises(UserError, match="float array with values outside"):
         solver.solve([p * 255 for p in pieces], pins={0: (1, 1)})
-    m = sample_run("--ckpt", ckpt, "--num-puzzles", "4", "--steps", "3", "--out", tmp_path / "other")
-    assert "confidence" not in m and "rerun --split val --calibrate" in capsys.readouterr().out
-    m = sample_run("--ckpt", ckpt, "--num-puzzles", "4", "--out", tmp_path / "estimator")   # no sampling flag
-    assert (m["steps"], m["sampler"], m["samples"]) == (2, "ddpm", 1) and "confidence" in m   # the table's estimator
 
 
-def test_calibrate_refuses_a_split_the_model_trained_on(tmp_path, monkeypatch):
-    import sample
-    monkeypatch.setattr(sample, "split_seen", lambda *a, **k: (True, None))
-    with pytest.raises(UserError, match="trained on the val split, so a confidence fitted on it would be optimistic"):
-        sample_run("--ckpt", os.path.join(ROOT, "checkpoints", "image-shapes-3x3.pt"), "--split", "val",
-                   "--calibrate", "--out", tmp_path / "cal")
-
-
-def test_pieces_never_fall_below_their_puzzle():
-    """P(piece right) = the piece table's value of its margin, raised to P(puzzle right): so the puzzle's never
-    exceeds its least sure piece's; a table fitted with other settings or missing pieces gives none."""
+def test_sampling_defaults_to_the_checkpoints_recommendation(tmp_path):
+    """sample.py and jpdvt.load sample as the checkpoint's "sampling" says (chosen on val), else as jpdvt.SAMPLING;
+    flags given win."""
     import jpdvt
-    solver = jpdvt.load(os.path.join(ROOT, "checkpoints", "image-shapes-3x3.pt"), device="cpu")
-    *sampling, (_, missing) = solver.settings().items()
-    tables = {"piece": {"margin": [0.0, 1.0], "accuracy": [0.1, 0.9]},
-              "puzzle": {"margin": [0.0, 1.0], "accuracy": [0.5, 0.95]}}
-    solver.calibration = {"settings": dict(sampling), "split": "val", "tables": {missing: tables}}
-    margins = np.array([[0.2, 1.0, 0.8], [0.9, 1.5, 1.2]])           # two puzzles of three pieces
-    pieces, whole = solver.confidence(margins.ravel(), margins.min(1), owner=np.repeat([0, 1], 3))
-    pieces = pieces.reshape(2, 3)
-    assert np.all(whole <= pieces.min(1)) and whole == pytest.approx([0.59, 0.905])
-    assert pieces[0] == pytest.approx([0.59, 0.9, 0.74]) and pieces[1] == pytest.approx([0.905, 0.905, 0.905])
-    piece, _ = solver.confidence(np.array([0.0, 1.0]), 0.0)
-    assert piece == pytest.approx([0.5, 0.9])
-    tables["way"] = "unsolved"              # an earlier version's table, fitted on the pieces of unsolved puzzles
-    piece, whole = solver.confidence(np.array([0.0, 1.0]), 1.0)
-    assert whole == pytest.approx(0.95) and piece == pytest.approx([0.95 + 0.05 * 0.1, 0.95 + 0.05 * 0.9])
-    assert solver.confidence([1.0], 1.0, settings={**solver.settings(), "missing": missing + 1}) == (None, None)
-    assert solver.mismatch() == "" and solver.differs({**solver.settings(), "missing": 2})["missing"] == ([0], 2)
+    train_image_run(*TINY_IMAGE, "--max-steps", "1", "--eval-every", "0", "--out", tmp_path / "run")
+    ckpt = tmp_path / "run" / "ckpt.pt"
+    assert "sampling" not in torch.load(ckpt, weights_only=True)              # a training run recommends nothing
+    solver = jpdvt.load(str(ckpt), device="cpu")
+    assert {k: getattr(solver.opts, k) for k in jpdvt.SAMPLING} == jpdvt.SAMPLING
+    recommended = {"steps": 2, "sampler": "ddim", "samples": 2, "assign": "greedy"}
+    torch.save({**torch.load(ckpt, weights_only=True), "sampling": recommended}, tmp_path / "rec.pt")
+    solver = jpdvt.load(str(tmp_path / "rec.pt"), device="cpu")
+    assert {k: getattr(solver.opts, k) for k in recommended} == recommended
+    m = sample_run("--ckpt", tmp_path / "rec.pt", "--num-puzzles", "2", "--out", tmp_path / "s")
+    assert {k: m[k] for k in recommended} == recommended
+    m = sample_run("--ckpt", tmp_path / "rec.pt", "--num-puzzles", "2", "--samples", "1", "--out", tmp_path / "s")
+    assert (m["steps"], m["sampler"], m["samples"], m["assign"]) == (2, "ddim", 1, "greedy")
+
+
+def test_agreement_is_the_share_of_samples_that_agree():
+    """A piece's confidence is the share of the samples that, each assigned on its own (pins kept), put it where the
+    answer does; the puzzle's the share that agree on every piece, so never above its least sure piece's."""
+    eye = np.eye(3) * -1 + 1                                             # piece i nearest cell i
+    swap = eye[[1, 0, 2]]                                               # pieces 0 and 1 swapped
+    costs = np.stack([eye, eye, eye, swap])                              # (S, N, P): 3 of 4 samples say the identity
+    answer = np.arange(3)
+    conf, whole = agreement(costs, answer, np.full(3, -1), "hungarian", 3)
+    assert conf.tolist() == [0.75, 0.75, 1.0] and whole == 0.75
+    conf, whole = agreement(costs, answer, np.array([0, -1, -1]), "hungarian", 3)   # piece 0 pinned to cell 0
+    assert conf.tolist() == [1.0, 1.0, 1.0] and whole == 1.0
+    conf, whole = agreement(costs, answer, np.full(3, -1), "hungarian", 2)        # only the first 2 have content
+    assert conf.tolist() == [0.75, 0.75] and whole == 0.75
+    cost = np.array([[0.0, 2.0, 3.0], [1.0, 0.5, 4.0], [2.0, 2.0, 1.0]])
+    assert margins(cost, answer).tolist() == [2.0, 0.5, 1.0]             # next-best place minus its own
+
+
+def test_solver_confidence_is_the_agreement_of_its_samples(monkeypatch):
+    """Solver.solve samples at least CONFIDENCE_SAMPLES times and reports the agreement of those samples: with costs
+    where 6 of 8 samples put pieces 1 and 2 where the answer does, their confidence is 0.75 (image bags) and the
+    video bag's likewise."""
+    import jpdvt
+    solver = jpdvt.load(SHAPES_CKPT, device="cpu")
+    seen = []
+    cost = 1 - torch.eye(9)
+    other = cost[[0, 2, 1, *range(3, 9)]]                                 # pieces 1 and 2 swapped
+
+    def costs(batch, given=None, grid=None, opts=None):
+        seen.append(opts.samples)
+        return torch.stack([cost] * 6 + [other] * 2)[:, None], batch["content"]
+    monkeypatch.setattr(solver, "costs", costs)
+    result = solver.solve([np.random.default_rng(k).random((16, 16, 3)) for k in range(9)])
+    assert seen == [CONFIDENCE_SAMPLES] and result.positions.tolist() == [list(divmod(k, 3)) for k in range(9)]
+    assert result.confidence.tolist() == [1.0, 0.75, 0.75, *[1.0] * 6] and result.puzzle_confidence == 0.75
+    video = jpdvt.load(DIGITS, device="cpu")
+    clip_cost = 1 - torch.eye(5)
+    monkeypatch.setattr(video, "costs", lambda batch, opts=None, **kw: (torch.stack(
+        [clip_cost] * 7 + [clip_cost[[0, 1, 2, 4, 3]]])[:, None], None))
+    clips = [np.random.default_rng(k).random((4, 32, 32, 1)) for k in range(5)]
+    result = video.solve(clips, pins={0: 0})
+    assert result.positions.tolist() == [0, 1, 2, 3, 4] and result.confidence.tolist() == [1, 1, 1, 0.875, 0.875]
+    assert result.puzzle_confidence == 0.875
 
 
 def test_the_empty_cells_note_names_only_models_trained_without_missing_pieces(tmp_path, capsys):
     cut_into_files(tmp_path / "pieces", keep=7)
     for ckpt, says in (("image-photos-3x3-gap.pt", False), ("image-photos-3x3-missing.pt", False),
                        ("image-photos-3x3.pt", True)):
-        steps = ["--steps", "2"] if not says else []                # the table's own 50 steps: only "missing" differs
-        sample_run("--ckpt", os.path.join(ROOT, "checkpoints", ckpt), "--pieces", tmp_path / "pieces", *steps,
+        sample_run("--ckpt", os.path.join(ROOT, "checkpoints", ckpt), "--pieces", tmp_path / "pieces", "--steps", "2",
                    "--out", tmp_path / ckpt)
         out = capsys.readouterr().out
         assert ("this model never trained with missing pieces" in out) == says, ckpt
         use = "for photo pieces of a 3x3 grid with holes use checkpoints/image-photos-3x3-missing.pt"
         assert (use in out) == says, ckpt
-        if says:                                        # its confidence tables are for puzzles with none missing
-            assert "no confidence: the checkpoint's tables describe puzzles with 0 missing pieces, and this one " \
-                   "has 2" in out
-
-
-def test_an_eps_model_gets_its_evidence_halfway_down_a_ddim_path(tmp_path, monkeypatch):
-    """The paper's noise-predicting models: the evidence is the x0 prediction at t = 444 of a DDIM-10 path (one call
-    at t = T-1 would divide the noise error by sqrt(alphabar) = 0.0064); calibration and solve(pieces) work."""
-    import jpdvt
-    train_image_run(*TINY_IMAGE, "--prediction", "eps", "--max-steps", "2", "--eval-every", "0", "--out", tmp_path)
-    ckpt = tmp_path / "ckpt.pt"
-    solver = jpdvt.load(str(ckpt), device="cpu")
-    calls = []
-    monkeypatch.setattr(solver.model, "forward", lambda *a, real=solver.model.forward: calls.append(a[2][0].item())
-                        or real(*a))
-    batch = collate([solver.kind.puzzles("val", 0)[i] for i in range(2)])
-    cost = solver.mean_costs(batch)
-    assert calls == [999, 888, 777, 666, 555, 444] and torch.isfinite(cost).all()        # stopped once it is in
-    monkeypatch.undo()
-    whole = {}                                                  # the same x0 as the path run to its end gives there
-    solver.costs(batch, callback=lambda i, x, x0: whole.update(code=x0["code"]) if i == 5 else None,
-                 opts=jpdvt.SampleOptions(steps=10, sampler="ddim", generator=torch.Generator().manual_seed(0)))
-    assert torch.equal(cost, torch.cdist(whole["code"].float(), solver.table[None].float().expand(2, -1, -1)))
-    sample_run("--ckpt", ckpt, "--split", "val", "--calibrate", "--num-puzzles", "20", "--repeats", "5", "--steps", "2",
-               "--out", tmp_path / "cal")
-    result = jpdvt.load(str(ckpt), device="cpu").solve([np.random.default_rng(i).random((8, 8, 3)) for i in range(4)])
-    assert result.confidence is not None and np.all((0 < result.confidence) & (result.confidence < 1))
-
-
-def test_a_removed_result_field_says_what_to_read_instead():
-    """The not-a-puzzle check (seam ratios, ink spreads and their gate) was removed: its Result fields name what to
-    read instead, in one sentence; any other unknown name is a plain AttributeError."""
-    import jpdvt
-    result = jpdvt.load(os.path.join(ROOT, "checkpoints", "image-shapes-3x3.pt"), device="cpu").solve(
-        [np.random.default_rng(k).random((16, 16, 3)) for k in range(9)])
-    for name in ("seam", "ink", "not_one_puzzle", "evidence"):
-        with pytest.raises(AttributeError, match=f"Result.{name} was removed with the not-a-puzzle check; "
-                                                 "puzzle_confidence says"):
-            getattr(result, name)
-    assert not hasattr(result, "nothing") and 0 < result.puzzle_confidence < 1
+        assert "of the 8 samples agree on all of it" in out or "of the 32 samples agree on all of it" in out

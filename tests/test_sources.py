@@ -1,14 +1,14 @@
 """Image and video files (sources/files.py): disjoint train/val/test splits in every folder layout, fresh photo
 views."""
 import os
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 import pytest
 import torch
 from PIL import Image
 
-from plumbing.checkpoint import typed_part
+from plumbing.checkpoint import typed
 from plumbing.cli import UserError
 from puzzles import ImageConfig, ImagePuzzles, cut_image
 from sources.files import IMAGE_EXTS, fit_image, list_images, random_crop, split_files
@@ -112,13 +112,19 @@ def test_mix_shapes_puts_procedural_puzzles_in_the_training_stream(tmp_path):
     assert folder(tmp_path, "test", mix_shapes=0.5)[0]["content"].std() == 0               # test: photos
 
 
-def test_unknown_config_fields_are_refused(tmp_path):
+def test_unknown_config_fields_are_refused_and_missing_ones_take_their_default(tmp_path):
     """A checkpoint config with a field this version does not know is refused in one sentence naming it (no
-    compatibility code: old checkpoints are re-exported instead)."""
+    compatibility code for removed settings); one it lacks (added since) takes the dataclass default; a stored list
+    is a tuple again."""
     plain = ImageConfig(dataset="folder", data_dir=str(tmp_path), grid=(2, 2), piece_size=8)
-    assert typed_part(ImageConfig, asdict(plain), "config.puzzle", "new.pt") == plain
-    with pytest.raises(UserError, match="unknown colour"):
-        typed_part(ImageConfig, {**asdict(plain), "colour": 1}, "config.puzzle", "old.pt")
+    assert typed(ImageConfig, asdict(plain), "new.pt") == plain
+    assert typed(ImageConfig, {**asdict(plain), "grid": [2, 2]}, "new.pt").grid == (2, 2)
+    with pytest.raises(UserError, match=r"^checkpoint old.pt has settings this version of jpdvt does not know "
+                                        r"\(colour\); use a checkpoint written by this version$"):
+        typed(ImageConfig, {**asdict(plain), "colour": 1}, "old.pt")
+    stored = asdict(replace(plain, anchor=True, missing=2))
+    del stored["anchor"]
+    assert typed(ImageConfig, stored, "older.pt") == replace(plain, missing=2)     # anchor: its default, False
 
 
 def test_an_imagenet_layout_with_too_few_training_images_names_the_real_fix(tmp_path):

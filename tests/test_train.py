@@ -4,13 +4,16 @@ import sys
 
 import pytest
 import torch
-from conftest import TINY_IMAGE, run, train_image_run
+from conftest import ROOT, SHAPES_CKPT, TINY_IMAGE, run, sample_run, train_image_run
 
+import jpdvt
 import sample
 import train_image
 import train_video
-from plumbing.checkpoint import Config, load_checkpoint
+from plumbing.checkpoint import FORMAT, load_checkpoint, typed
 from plumbing.cli import UserError
+from puzzles import collate, puzzle_set
+from train import TrainConfig
 
 
 def weights_after(tmp_path, name, *flags):
@@ -30,8 +33,8 @@ def test_accumulation_is_the_unsplit_step(tmp_path):
             # AdamW divides by the gradient's running RMS, so a weight whose gradient is near 0 moves by up to lr
             # on a rounding difference: compared to 1% of one step (lr 2e-3); the gradients are checked below
             torch.testing.assert_close(split["model"][name], w, rtol=1e-4, atol=2e-5)
-        assert f"global batch 8 = 1 process(es) x {k} micro-batch(es) x {8 // int(k)} puzzles" in log
-    assert "global batch 8 = 1 process(es) x 1 micro-batch(es) x 8 puzzles" in log1
+        assert f"global batch 8 = 1 process(es) x {k} micro-batch(es) x {8 // int(k)}; step 0 -> 2" in log
+    assert "global batch 8 = 1 process(es) x 1 micro-batch(es) x 8; step 0 -> 2" in log1
 
 
 def test_micro_batch_gradients_sum_to_the_batch_gradient():
@@ -39,9 +42,9 @@ def test_micro_batch_gradients_sum_to_the_batch_gradient():
     from diffusion import GaussianDiffusion
     from dit import DiT, DiTConfig
     from jpdvt import clean_parts, given_codes, puzzle_loss
-    from plumbing.training import micro_batches
     from posenc import grid_table
-    from puzzles import ImageConfig, ImagePuzzles, collate
+    from puzzles import ImageConfig, ImagePuzzles
+    from train import micro_batches
     torch.manual_seed(0)
     puzzles = ImagePuzzles(ImageConfig(grid=(2, 2), piece_size=8, missing=2, anchor=True), "train", 0)
     batch, table = collate([puzzles[i] for i in range(8)]), grid_table(2, 2)
@@ -74,7 +77,7 @@ def test_accumulation_under_torchrun(tmp_path):
     proc = run(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                "train_image.py", *TINY_IMAGE, "--batch-size", "8", "--accum", "2", "--max-steps", "2",
                "--eval-every", "0", "--out", tmp_path, "--device", "cpu")
-    assert "global batch 8 = 2 process(es) x 2 micro-batch(es) x 2 puzzles" in proc.stdout
+    assert "global batch 8 = 2 process(es) x 2 micro-batch(es) x 2; step 0 -> 2" in proc.stdout
     assert torch.load(tmp_path / "ckpt.pt", weights_only=True)["step"] == 2
 
 
@@ -84,41 +87,53 @@ def test_log_shows_the_data_wait(tmp_path):
     assert steps and all(" data wait " in x and x.endswith("%") for x in steps)
 
 
-def test_checkpoint_format_and_later_settings_load_with_defaults(tmp_path):
-    """A checkpoint carries its format; one written before a setting existed loads with that setting's default."""
+def test_checkpoint_format_and_settings_it_lacks_load_with_defaults(tmp_path):
+    """A checkpoint carries its format; a setting it lacks (written before the setting existed) takes its dataclass
+    default, when sampling and when resuming; a newer format is refused."""
     train_image_run(*TINY_IMAGE, "--max-steps", "1", "--eval-every", "0", "--out", tmp_path)
     ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=True)
-    assert ckpt["format"] == 2
-    old = dict(ckpt["config"], train={k: v for k, v in ckpt["config"]["train"].items() if k != "accum"})
-    back = Config.from_dict(old, "old.pt")
-    assert back.train["accum"] == 1
+    assert ckpt["format"] == FORMAT == 3
+    old = dict(ckpt["config"], train={k: v for k, v in ckpt["config"]["train"].items() if k != "accum"},
+               model={k: v for k, v in ckpt["config"]["model"].items() if k != "codes"})
+    del old["prediction"]
     torch.save({**ckpt, "config": old}, tmp_path / "old.pt")
-    assert load_checkpoint(tmp_path / "old.pt", kind="image")["config"].train["accum"] == 1
-    lacking = dict(ckpt["config"], model={k: v for k, v in ckpt["config"]["model"].items() if k != "mlp_dim"})
-    with pytest.raises(UserError, match="missing mlp_dim"):                  # not a setting added later: refused
-        Config.from_dict(lacking, "bad.pt")
-    torch.save({**ckpt, "format": 3}, tmp_path / "new.pt")
-    with pytest.raises(UserError, match="has format 3, newer than this version's 2"):
+    back = load_checkpoint(tmp_path / "old.pt", kind="image")["config"]
+    assert back.model.codes == "piece" and back.prediction == "x0" and "accum" not in back.train
+    assert typed(TrainConfig, back.train, "old.pt").accum == 1
+    train_image_run("--resume", tmp_path / "old.pt", "--max-steps", "2", "--out", tmp_path / "r")   # typed: accum 1
+    resumed = torch.load(tmp_path / "r" / "ckpt.pt", weights_only=True)
+    assert resumed["step"] == 2 and resumed["config"]["train"]["accum"] == 1
+    torch.save({**ckpt, "format": 4}, tmp_path / "new.pt")
+    with pytest.raises(UserError, match="has format 4, newer than this version's 3"):
         load_checkpoint(tmp_path / "new.pt")
 
 
-def test_a_run_with_a_removed_setting_samples_but_does_not_resume(tmp_path):
+def test_a_setting_this_version_does_not_know_is_refused_naming_it(tmp_path):
+    """A config with a key no dataclass has (a removed setting, or a newer version's) is refused, naming it: when
+    sampling, and when resuming (the stored training settings are typed then)."""
     train_image_run(*TINY_IMAGE, "--max-steps", "1", "--eval-every", "0", "--out", tmp_path)
     ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=True)
-    ckpt["config"]["puzzle"]["paired_pictures"] = True                         # as the Quickstart trained before
+    ckpt["config"]["puzzle"]["paired_pictures"] = True                       # removed before format 3
     torch.save(ckpt, tmp_path / "paired.pt")
-    assert load_checkpoint(tmp_path / "paired.pt")["config"].puzzle.grid == (2, 2)
-    with pytest.raises(UserError, match=r"trained with a removed setting \(paired_pictures True\)"):
-        train_image_run("--resume", tmp_path / "paired.pt", "--out", tmp_path / "r")
+    with pytest.raises(UserError, match=r"paired.pt has settings this version of jpdvt does not know "
+                                        r"\(paired_pictures\)"):
+        sample_run("--ckpt", tmp_path / "paired.pt", "--out", tmp_path / "s")
+    del ckpt["config"]["puzzle"]["paired_pictures"]
+    ckpt["config"]["train"]["scaler_growth"] = 2.0
+    torch.save(ckpt, tmp_path / "scaler.pt")
+    assert load_checkpoint(tmp_path / "scaler.pt")["config"].puzzle.grid == (2, 2)   # sampling reads no train part
+    with pytest.raises(UserError, match=r"does not know \(scaler_growth\)"):
+        train_image_run("--resume", tmp_path / "scaler.pt", "--out", tmp_path / "r")
 
 
 def test_the_final_checkpoint_is_written_once(tmp_path, monkeypatch):
-    import train
+    """Checkpoints at --ckpt-every and at the end, each written once, to a temporary file then renamed."""
     writes = []
-    real = train.save_checkpoint
-    monkeypatch.setattr(train, "save_checkpoint", lambda path, ckpt: (writes.append(ckpt["step"]), real(path, ckpt)))
+    real = torch.save
+    monkeypatch.setattr(torch, "save", lambda ckpt, path: (writes.append((ckpt["step"], str(path)[-7:])),
+                                                           real(ckpt, path)))
     train_image_run(*TINY_IMAGE, "--max-steps", "3", "--ckpt-every", "2", "--eval-every", "0", "--out", tmp_path)
-    assert writes == [2, 3]
+    assert writes == [(2, ".pt.tmp"), (3, ".pt.tmp")] and sorted(os.listdir(tmp_path)) == ["ckpt.pt", "log.txt"]
 
 
 # ----------------------------------------------------------------------------- solving
@@ -151,23 +166,17 @@ def test_the_solver_keeps_the_anchor_on_its_cell_whatever_the_costs(monkeypatch)
     """Solver.solve_batch (test puzzles) and a video bag (order_clips) with costs that put the anchor's true cell
     last: it stays there."""
     import numpy as np
-    from conftest import ROOT, SHAPES_CKPT
-
-    from jpdvt import given_codes
-    from puzzles import collate
-    from solving.solver import Solver
-    solver = Solver.load(SHAPES_CKPT, device="cpu")
-    batch = collate([solver.kind.puzzles("test", 0)[i] for i in range(4)])
+    solver = jpdvt.load(SHAPES_CKPT, device="cpu")
+    batch = collate([puzzle_set(solver.config.puzzle, "test", 0)[i] for i in range(4)])
     cost = torch.rand(4, 9, 9)
     cost[torch.arange(4), 0, batch["true_pos"][:, 0]] = 10.0           # piece 0's true cell looks the worst
-    monkeypatch.setattr(solver, "costs", lambda *a, **k: (cost, batch["content"]))
-    pos, _ = solver.solve_batch(batch, given=given_codes(batch, True))
+    monkeypatch.setattr(jpdvt, "code_costs", lambda *a, **k: (cost[None], batch["content"]))   # (S, B, N, P)
+    pos, _ = solver.solve_batch(batch, given=jpdvt.given_codes(batch, True))
     assert (pos[:, 0] == batch["true_pos"][:, 0].numpy()).all()
-    video = Solver.load(os.path.join(ROOT, "checkpoints", "video-digits-5x4.pt"), device="cpu")
-    clip_cost = torch.rand(1, 5, 5)
-    clip_cost[0, 0, 0] = 10.0                                            # the first piece's slot 0 looks the worst
+    video = jpdvt.load(os.path.join(ROOT, "checkpoints", "video-digits-5x4.pt"), device="cpu")
+    clip_cost = torch.rand(1, 1, 5, 5)
+    clip_cost[0, 0, 0, 0] = 10.0                                         # the first piece's slot 0 looks the worst
     monkeypatch.setattr(video, "costs", lambda *a, **k: (clip_cost, None))
-    monkeypatch.setattr(video, "mean_costs", lambda *a, **k: clip_cost)
     clips = {f"c{k}": np.random.default_rng(k).random((4, 32, 32, 1)) for k in range(5)}
     assert video.solve(clips, pins={2: 0}).positions[2] == 0             # the pinned clip comes first
 
@@ -177,17 +186,6 @@ def test_gaussian_diffusion_needs_its_prediction():
     from diffusion import GaussianDiffusion
     with pytest.raises(TypeError, match="prediction"):
         GaussianDiffusion(1000)
-
-
-def test_confidence_tables_are_keyed_on_precision():
-    """A table fitted in fp32 (every shipped one, on CPU) does not describe a bf16 solve."""
-    from conftest import SHAPES_CKPT
-
-    from solving.solver import Solver
-    solver = Solver.load(SHAPES_CKPT, device="cpu")
-    assert solver.settings()["precision"] == "fp32" and solver.calibrated()
-    solver.precision = "bf16"
-    assert not solver.calibrated() and "precision: fp32 -> bf16" in solver.mismatch()
 
 
 def test_sample_sets_cpu_threads_and_load_does_not(monkeypatch, tmp_path):
@@ -213,21 +211,15 @@ def test_sample_sets_cpu_threads_and_load_does_not(monkeypatch, tmp_path):
 
 def test_sec_per_puzzle_is_timed_after_a_warm_up(tmp_path, monkeypatch):
     """sample.py runs two sampling steps on a batch, with noise of its own, before it starts the clock."""
-    from conftest import SHAPES_CKPT, sample_run
-
-    import sample
-    import solving.solver
-    from solving.solver import Solver
     calls = []
-    real, real_solve = Solver.costs, solving.solver.solve           # the warm-up, then the scoring (jpdvt.solve)
-    monkeypatch.setattr(Solver, "costs", lambda self, batch, **kw: (calls.append(
-        ((kw.get("opts") or self.opts).steps, len(batch["true_pos"]))), real(self, batch, **kw))[1])
-    monkeypatch.setattr(solving.solver, "solve", lambda *a, **kw: (calls.append(
-        (kw["opts"].steps, len(a[2]["true_pos"]))), real_solve(*a, **kw))[1])
+    real = jpdvt.Solver.solve_batch                                # the warm-up, then the scoring
+    monkeypatch.setattr(jpdvt.Solver, "solve_batch", lambda self, batch, **kw: (calls.append(
+        ((kw.get("opts") or self.opts).steps, len(batch["true_pos"]), (kw.get("opts") or self.opts).generator is
+         self.opts.generator)), real(self, batch, **kw))[1])
     clock = []
     monkeypatch.setattr(sample.time, "time", lambda real=sample.time.time: (clock.append(len(calls)), real())[1])
     m = sample_run("--ckpt", SHAPES_CKPT, "--num-puzzles", "3", "--steps", "3", "--out", tmp_path)
-    assert calls[0] == (2, 3) and calls[1] == (3, 3) and clock[0] == 1 and m["num_puzzles"] == 3
+    assert calls == [(2, 3, False), (3, 3, True)] and clock[0] == 1 and m["num_puzzles"] == 3
 
 
 def test_the_held_out_check_solves_in_the_training_precision(tmp_path, monkeypatch):
@@ -239,27 +231,6 @@ def test_the_held_out_check_solves_in_the_training_precision(tmp_path, monkeypat
                                                                                                       precision))[1])
     train_image_run(*TINY_IMAGE, "--max-steps", "1", "--eval-every", "0", "--precision", "bf16", "--out", tmp_path)
     assert seen == ["bf16", "bf16"]                                  # the step, then the final check
-
-
-def test_a_table_fitted_with_mirrors_does_not_describe_a_plain_solve(tmp_path):
-    """The removed --symmetries: a table fitted with 4 mirrors is refused, one fitted with 1 still applies."""
-    from conftest import SHAPES_CKPT
-
-    from solving.solver import Solver
-    solver = Solver.load(SHAPES_CKPT, device="cpu")
-    assert solver.calibrated()                                    # its table: symmetries 1
-    solver.calibration = {**solver.calibration, "settings": {**solver.calibration["settings"], "symmetries": 4}}
-    assert not solver.calibrated() and "symmetries: 4 -> None" in solver.mismatch()
-
-
-def test_a_bag_solves_in_the_precision_its_table_was_fitted_with():
-    """jpdvt.load takes the table's precision (fp32 for the shipped ones), so its confidence applies on a GPU too."""
-    from conftest import SHAPES_CKPT
-
-    from solving.solver import sampling_defaults
-    ckpt = load_checkpoint(SHAPES_CKPT)
-    assert sampling_defaults(ckpt)["precision"] == "fp32"
-    assert sampling_defaults({**ckpt, "calibration": None})["precision"] == "auto"
 
 
 def test_ema_decay_is_a_setting_below_one(capsys):
@@ -292,7 +263,7 @@ def test_two_processes_train_as_one(tmp_path):
                *TINY_IMAGE, "--batch-size", "8", "--anchor", "--missing", "2", "--max-steps", "2", "--eval-every",
                "0", "--precision", "fp32", "--device", "cpu", "--out", out, "--accum", "2", *token)
     # --batch-size 8 is the global batch; one thread each (OMP_NUM_THREADS=1, as torchrun sets for 2 processes)
-    assert "2 process(es) on cpu, 1 thread(s) each; global batch 8 = 2 process(es) x 2 micro-batch(es) x 2 puzzles" \
+    assert "2 process(es) on cpu, 1 thread(s) each; global batch 8 = 2 process(es) x 2 micro-batch(es) x 2;" \
         in proc.stdout
     two = torch.load(out / "ckpt.pt", weights_only=True)
     assert two["step"] == 2

@@ -15,12 +15,11 @@ import train_video
 from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, given_codes, solve
 from plumbing.checkpoint import load_checkpoint
-from plumbing.cli import UserError, run_cli
-from plumbing.training import StepBatches
+from plumbing.cli import UserError, user_errors
 from posenc import sequence_table
-from puzzles import ENDLESS, VideoConfig, VideoPuzzles
+from puzzles import ENDLESS, VideoConfig, VideoPuzzles, puzzle_set
 from sources.synthetic import moving_digits
-from train import TrainConfig
+from train import StepBatches, TrainConfig
 from unet3d import CONFIGS, UNet3D
 
 TINY_VIDEO = ["--size", "16", "--pieces", "3", "--frames-per-piece", "2", "--batch-size", "2", "--eval-puzzles", "2",
@@ -52,7 +51,7 @@ def digits(**kw):
 # ----------------------------------------------------------------------------- datasets
 
 def test_digits_puzzles_anchor_missing_and_splits():
-    train, test = VideoPuzzles(digits(missing=2), "train", 0), jpdvt.kind_of(digits(missing=2)).puzzles("test", 0)
+    train, test = VideoPuzzles(digits(missing=2), "train", 0), puzzle_set(digits(missing=2), "test", 0)
     item = test[0]
     assert item["content"].shape == (5, 4, 1, 32, 32)
     assert item["content"].min() >= -1 and item["content"].max() <= 1 and item["content"].max() > 0
@@ -62,18 +61,18 @@ def test_digits_puzzles_anchor_missing_and_splits():
     assert counts == {0, 1, 2} and not any(train[i]["missing"][0] for i in range(30))  # 0..K in training
     assert torch.equal(train[3]["content"], VideoPuzzles(digits(missing=2), "train", 0)[3]["content"])
     assert not torch.equal(train[3]["content"], test[3]["content"])                     # disjoint streams
-    assert not torch.equal(jpdvt.kind_of(digits(missing=2)).puzzles("val", 0)[3]["content"], test[3]["content"])
+    assert not torch.equal(puzzle_set(digits(missing=2), "val", 0)[3]["content"], test[3]["content"])
     rgb = VideoPuzzles(digits(pieces=3, frames_per_piece=2, size=16, channels=3, frame_stride=2), "test", 0)[0]
     assert rgb["content"].shape == (3, 2, 3, 16, 16) and not rgb["missing"].any()
 
 
 def test_curriculum_grows_the_piece_count():
     cfg = digits(pieces=6, frames_per_piece=2, size=16, missing=3, curriculum=(3, 4, 2))   # 4 steps of 2 puzzles
-    train = jpdvt.kind_of(cfg).puzzles("train", 0)
+    train = puzzle_set(cfg, "train", 0)
     counts = [len(train[i]["true_pos"]) for i in range(12)]
     assert counts == [3, 3, 3, 3, 4, 4, 5, 5, 6, 6, 6, 6]
     assert all(train[i]["missing"].sum() <= len(train[i]["true_pos"]) - 2 for i in range(12))
-    assert len(jpdvt.kind_of(cfg).puzzles("test", 0)[0]["true_pos"]) == 6          # test puzzles: all pieces
+    assert len(puzzle_set(cfg, "test", 0)[0]["true_pos"]) == 6          # test puzzles: all pieces
 
 
 def test_movingmnist_split_and_resize(tmp_path):
@@ -81,7 +80,7 @@ def test_movingmnist_split_and_resize(tmp_path):
     data[:, :, 10:20, 10:20] = np.arange(10, dtype=np.uint8)[None, :, None, None] * 20 + 20  # video v: 20 + 20v
     np.save(tmp_path / "mnist_test_seq.npy", data)
     mm = VideoConfig(dataset="movingmnist", data_dir=str(tmp_path), pieces=5, frames_per_piece=4, size=64)
-    train = jpdvt.kind_of(mm).puzzles("train", 0)
+    train = puzzle_set(mm, "train", 0)
     val, test = (VideoPuzzles(replace(mm, size=32, missing=1), s, 0) for s in ("val", "test"))
     assert (len(train.clips.videos), len(val), len(test)) == (8, 1, 1)                     # 80% / 10% / 10%
     assert len(train) == ENDLESS                                # training: fresh puzzles of the clips, epoch by epoch
@@ -125,9 +124,9 @@ def decode(item):
 
 
 def epoch_puzzles(train_set, per_epoch, batch=3):
-    """The training puzzles of the first two epochs, as training draws them (plumbing.training.StepBatches)."""
+    """The training puzzles of the first two epochs, as training draws them (train.StepBatches)."""
     tc = TrainConfig(batch_size=batch, max_steps=-(-2 * per_epoch // batch))
-    items = [decode(train_set[i]) for b in StepBatches(tc, start_step=0) for i in b]
+    items = [decode(train_set[i]) for b in StepBatches(tc, 0) for i in b]
     return items[:per_epoch], items[per_epoch:2 * per_epoch]
 
 
@@ -143,7 +142,7 @@ def test_finite_clips_give_fresh_puzzles_every_epoch(tmp_path, layout):
         cfg = VideoConfig(dataset="videos", data_dir=str(tmp_path), pieces=3, frames_per_piece=2, size=16,
                           channels=3, missing=1)
         clips = 4
-    first, second = epoch_puzzles(jpdvt.kind_of(cfg).puzzles("train", 0), per_epoch=clips)
+    first, second = epoch_puzzles(puzzle_set(cfg, "train", 0), per_epoch=clips)
     per_clip = [sorted(p[0] for p in epoch) for epoch in (first, second)]
     assert per_clip[0] == per_clip[1]                           # the same clips, each as often, every epoch
     assert len(set(per_clip[0])) == clips
@@ -155,9 +154,9 @@ def test_curriculum_follows_the_step_on_a_finite_set(tmp_path):
     write_mnist_seq(tmp_path)
     cfg = VideoConfig(dataset="movingmnist", data_dir=str(tmp_path), pieces=4, frames_per_piece=2, size=64,
                       curriculum=(2, 4, 3))                     # 2 pieces at step 0, all 4 by step 4 (batch 3)
-    train = jpdvt.kind_of(cfg).puzzles("train", 0)
+    train = puzzle_set(cfg, "train", 0)
     tc = TrainConfig(batch_size=3, max_steps=6)
-    counts = [{len(train[i]["true_pos"]) for i in b} for b in StepBatches(tc, start_step=0)]
+    counts = [{len(train[i]["true_pos"]) for i in b} for b in StepBatches(tc, 0)]
     assert counts == [{2}, {2}, {3}, {3}, {4}, {4}]             # 9 train clips: the steps run past an epoch
 
 
@@ -185,15 +184,15 @@ def test_video_folder_skips_unreadable_and_short(tmp_path):
     for t, frame in enumerate(moving_digits(np.random.default_rng(0), 8, 24)):
         iio.imwrite(tmp_path / "train" / "frames" / f"{t}.png", (frame * 255).astype(np.uint8))
     folder = VideoConfig(dataset="videos", data_dir=str(tmp_path), pieces=3, frames_per_piece=2, size=16, channels=3)
-    train = jpdvt.kind_of(folder).puzzles("train", 0)
+    train = puzzle_set(folder, "train", 0)
     assert len(train.files) == 4
     items = [train[i] for i in range(4)]                        # the first epoch
     assert all(it["content"].shape == (3, 2, 3, 16, 16) for it in items)
     assert train.clips.skipped == {str(tmp_path / "train" / "broken.gif"), str(tmp_path / "train" / "short.gif")}
     grey = replace(folder, channels=1)
-    assert jpdvt.kind_of(grey).puzzles("test", 0)[0]["content"].shape == (3, 2, 1, 16, 16)
+    assert puzzle_set(grey, "test", 0)[0]["content"].shape == (3, 2, 1, 16, 16)
     with pytest.raises(UserError, match="none of the 1 test videos"):
-        jpdvt.kind_of(replace(grey, pieces=4)).puzzles("test", 0)[0]                  # 6 frames < 8
+        puzzle_set(replace(grey, pieces=4), "test", 0)[0]                  # 6 frames < 8
 
 
 # ----------------------------------------------------------------------------- solving with known positions
@@ -234,12 +233,15 @@ def test_solve_assigns_on_the_mean_distance_of_several_samples():
 
 def test_training_run_writes_checkpoint_and_log(video_ckpt):
     ck = torch.load(video_ckpt, weights_only=True)
-    assert set(ck) == {"format", "config", "model", "ema", "opt", "scaler", "step", "data"} and ck["step"] == 4
+    assert set(ck) == {"format", "config", "model", "ema", "opt", "step"} and ck["step"] == 4
     config = load_checkpoint(video_ckpt, "video")["config"]
     assert config.puzzle == VideoConfig(pieces=3, frames_per_piece=2, size=16, missing=1)
     assert jpdvt.kind_of(config).anchored and config.model.in_channels == 1 and config.model.frames_per_piece == 2
     log = (video_ckpt.parent / "log.txt").read_text()
     assert "eval step 2 kendall" in log and "final step 4 kendall" in log
+    first = log.splitlines()[0]                               # RECIPE's settings where no flag is given
+    assert first.startswith("settings: dataset digits; ") and "; weight_code 0.2; weight_content 0.8; " in first
+    assert "; lr 0.001; " in first and "; batch_size 2; " in first and "; max_steps 4; " in first
 
 
 def test_resume_video_is_exact(tmp_path, monkeypatch):
@@ -249,6 +251,8 @@ def test_resume_video_is_exact(tmp_path, monkeypatch):
     train_video_run(*flags, "--max-steps", "3", "--out", tmp_path / "a")
     train_video_run(*flags, "--max-steps", "1", "--out", tmp_path / "b")
     assert torch.load(tmp_path / "b" / "ckpt.pt", weights_only=True)["step"] == 1
+    with pytest.raises(UserError, match="^--vae cannot be given with --resume"):   # a pixel run stays in pixels
+        train_video_run("--resume", tmp_path / "b" / "ckpt.pt", "--vae", tmp_path, "--max-steps", "3")
     monkeypatch.setenv("WORLD_SIZE", "2")
     train_video_run("--resume", tmp_path / "b" / "ckpt.pt", "--max-steps", "3")     # settings from the checkpoint
     a, b = (torch.load(tmp_path / r / "ckpt.pt", weights_only=True) for r in "ab")
@@ -311,7 +315,7 @@ BAD_INPUTS = {
     "size not divisible": (["--size", "20"], "multiple of 16"),
     "curriculum": (["--curriculum", "1", "5"], "--curriculum"),
     "npy of the wrong shape": (["--dataset", "movingmnist", "--data-dir", "{tmp}/bad.npy"], "shape"),
-    "empty video folder": (["--dataset", "videos", "--data-dir", "{tmp}/empty"], "no train videos"),
+    "empty video folder": (["--dataset", "videos", "--data-dir", "{tmp}/empty"], "empty holds no"),
     "unreadable video folder": (["--dataset", "videos", "--data-dir", "{tmp}/broken"], "none of the 1 val videos"),
 }
 
@@ -344,8 +348,8 @@ def test_train_video_bad_input(case, tmp_path, capsys):
         (tmp_path / "broken" / split / "x.gif").write_bytes(b"not a gif")
     flags, expected = BAD_INPUTS[case]
     args = train_video.get_parser().parse_args([f.format(tmp=tmp_path) for f in flags] + ["--out", str(tmp_path)])
-    with pytest.raises(SystemExit) as stop:
-        run_cli(train_video.main, args)
+    with pytest.raises(SystemExit) as stop, user_errors():
+        train_video.main(args)
     lines = capsys.readouterr().err.strip().splitlines()
     assert stop.value.code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], lines
 
