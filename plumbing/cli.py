@@ -1,8 +1,8 @@
 """
 What the scripts (train_image.py, train_video.py, sample.py, mnist.py) share on the command line: clean errors,
 argparse types, the training flags (`add_train_flags`), the checks of a grid and of a puzzle's settings (`parse_grid`,
-`check_puzzle`), the device (`resolve_device`, `cpu_threads`) and the precision policy (`PRECISIONS`, `autocast`). Not in
-the paper.
+`check_puzzle`), the device (`resolve_device`, `cpu_threads`) and the precision policy (`PRECISIONS`, `autocast`).
+Not in the paper.
 
 A wrong flag, a missing file or an unreadable dataset raises `UserError` with one sentence that names the flag or
 file and says what to do; `user_errors` turns it into one `error: ...` line and exit code 2, never a traceback.
