@@ -42,6 +42,7 @@ Read this file after posenc.py and diffusion.py; the networks are in dit.py and 
     positions, content = solve(model, diffusion, batch, table=table, opts=SampleOptions(steps=50), given=given)
     result = jpdvt.load("checkpoints/image-photos-3x3.pt").solve(pieces)   # .positions, .confidence, .image
 """
+import contextlib
 from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
@@ -195,8 +196,16 @@ def pinned_cells(batch, given):
 # What differs between image and video puzzles
 # ----------------------------------------------------------------------------
 
+class Kind:
+    """What image and video puzzles share."""
+
+    def given(self, batch):
+        """(B, N) bool: given_codes of a batch of these puzzles (the anchor, if they have one)."""
+        return given_codes(batch, self.anchored)
+
+
 @dataclass
-class Images:
+class Images(Kind):
     """Image puzzles (train_image.py): an R x C grid of square pieces; `model` (a dit.DiTConfig) sets the codes."""
     p: ImageConfig
     model: Optional[DiTConfig] = None
@@ -207,10 +216,6 @@ class Images:
     def anchored(self):
         """The code of the first shuffled piece (at a random cell) is given."""
         return self.p.anchor
-
-    def given(self, batch):
-        """given_codes of a batch of these puzzles."""
-        return given_codes(batch, self.p.anchor)
 
     def table(self, grid=None):
         """(rows * cols, D): the 2D code of every grid position, raster order (D = 32, the model's code_dim); with
@@ -232,7 +237,7 @@ class Images:
 
 
 @dataclass
-class Videos:
+class Videos(Kind):
     """Temporal puzzles (train_video.py): a clip cut into pieces of consecutive frames; the first stays first."""
     p: VideoConfig
     model: Optional[UNetConfig] = None
@@ -243,10 +248,6 @@ class Videos:
     def vae(self):
         """The autoencoder folder: diffuse its latents (None: pixels)."""
         return self.p.vae
-
-    def given(self, batch):
-        """given_codes of a batch of these puzzles."""
-        return given_codes(batch, True)
 
     def table(self):
         """(pieces, 16): the 1D code of every time slot."""
@@ -272,6 +273,25 @@ def kind_of(config):
     """The kind of a Config or of its puzzle config, bound to that puzzle config (and the Config's model config)."""
     puzzle = getattr(config, "puzzle", config)
     return KINDS[puzzle.kind](puzzle, getattr(config, "model", None))
+
+
+# ----------------------------------------------------------------------------
+# Precision: how training and solving compute (--precision, plumbing.cli.PRECISIONS); the weights stay fp32
+# ----------------------------------------------------------------------------
+
+def arithmetic(device, precision):
+    """What --precision means on `device`: fp32, bf16 or fp16 (auto: bf16 on CUDA, fp32 on CPU and mps)."""
+    if precision == "auto":
+        return "bf16" if device.type == "cuda" else "fp32"
+    return precision
+
+
+def autocast(device, precision):
+    """The autocast region of --precision (auto: bf16 on CUDA, none on CPU and mps); the weights stay fp32."""
+    precision = arithmetic(device, precision)
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
 
 
 # ----------------------------------------------------------------------------
@@ -307,13 +327,11 @@ class Solver:
 
     def costs(self, batch, given=None, grid=None, opts=None):
         """(costs (S, B, N, positions), content with missing pieces generated) of a batch of pixel puzzles (code_costs;
-        latents for a latent model: see pixels()). given: the pieces whose code is told (default: the anchor, if the
-        model has one); grid: another grid than the model's (images); opts: other sampling options than the solver's."""
-        given = self.kind.given(batch) if given is None else given
-        if self.codec:
-            batch = self.codec.encode_batch(batch)
+        latents for a latent model). given: the pieces whose code is told (default: the anchor, if the model has one);
+        grid: another grid than the model's (images); opts: other sampling options than the solver's."""
+        batch, given = self.inputs(batch, given)
         table = self.table if grid is None else self.kind.table(grid).to(self.device)
-        with self.autocast():
+        with autocast(self.device, self.precision):
             return code_costs(self.model, self.diffusion, batch, table=table, opts=opts or self.opts, given=given,
                               latent=self.codec is not None)
 
@@ -321,20 +339,18 @@ class Solver:
         """(positions (B, N), content with missing pieces generated, in pixels): solve() with the solver's model and
         options (or opts), the told pieces (default: the anchor, if the model has one) on their cells; a latent
         model's content is decoded by its autoencoder. callback(i, x, x0): after every step of the first sample."""
-        given = self.kind.given(batch) if given is None else given
-        if self.codec:
-            batch = self.codec.encode_batch(batch)
+        batch, given = self.inputs(batch, given)
         opts = replace(opts or self.opts, callback=callback)
-        with self.autocast():
+        with autocast(self.device, self.precision):
             positions, content = solve(self.model, self.diffusion, batch, table=self.table, opts=opts, given=given,
                                        latent=self.codec is not None)
         return positions, self.codec.decode(content) if self.codec else content
 
-    def autocast(self):
-        """The autocast region of --precision: bf16 or fp16, auto: bf16 on CUDA and fp32 on CPU and mps."""
-        precision = "bf16" if self.precision == "auto" and self.device.type == "cuda" else self.precision
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-        return torch.autocast(self.device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
+    def inputs(self, batch, given):
+        """The batch as the network reads it (a latent model's frames encoded by its autoencoder) and the pieces whose
+        code is told (`given`, default: the anchor, if the model has one)."""
+        given = self.kind.given(batch) if given is None else given
+        return (self.codec.encode_batch(batch) if self.codec else batch), given
 
     def solve(self, pieces, pins=None, grid=None, callback=None, seed=0):
         """

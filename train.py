@@ -28,9 +28,9 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 from diffusion import GaussianDiffusion
-from jpdvt import SampleOptions, clean_parts, puzzle_loss, solve
+from jpdvt import SampleOptions, autocast, clean_parts, puzzle_loss, solve
 from plumbing.checkpoint import FORMAT, load_checkpoint, typed
-from plumbing.cli import UserError, autocast, cpu_threads, resolve_device
+from plumbing.cli import UserError, cpu_threads, resolve_device
 from puzzles import collate
 
 # what --resume may be given: --max-steps, the checks' intervals and how the process runs
@@ -152,7 +152,7 @@ def train(config, kind, train_set, held_out, run, start=None, encode=None):
         if evaluate or save or step % run.log_every == 0:  # the same steps on every rank
             log.read(step, lr)                        # one sync: every rank stops here if any loss was not finite
         if rank == 0 and evaluate:
-            log.write(f"eval step {step} {held_out_check(ema, diffusion, eval_batch, config, kind, device)}")
+            log.write(f"eval step {step} {held_out_check(ema, diffusion, eval_batch, table, config, kind)}")
         if rank == 0 and save:
             ckpt = {"format": FORMAT, "config": {"kind": config.puzzle.kind, **asdict(config)},
                     "model": model.state_dict(), "ema": ema.state_dict(), "opt": opt.state_dict(), "step": step}
@@ -161,7 +161,7 @@ def train(config, kind, train_set, held_out, run, start=None, encode=None):
         waited = time.perf_counter()
     log.bar.close()
     if rank == 0:
-        line = held_out_check(ema, diffusion, eval_batch, config, kind, device)
+        line = held_out_check(ema, diffusion, eval_batch, table, config, kind)
         log.write(f"final step {step} {line} (held out: {len(eval_batch['true_pos'])} val puzzles, "
                   f"DDIM-{tc.eval_steps})")
         log.file.close()
@@ -267,13 +267,14 @@ def micro_batches(batch, given, draws, k, world=1):
             for b, g, s, n in zip(puzzles, givens, ts, noises)]
 
 
-def held_out_check(ema, diffusion, batch, config, kind, device):
+def held_out_check(ema, diffusion, batch, table, config, kind):
     """The EMA model's scores on the held-out batch, as one line: DDIM (deterministic, so that successive checks
     compare), noise seed 0, in the training's precision."""
+    device = table.device
     noise = torch.Generator(device).manual_seed(0)
     opts = SampleOptions(steps=config.train.eval_steps, sampler="ddim", generator=noise)
     with autocast(device, config.train.precision):
-        positions, _ = solve(ema, diffusion, batch, table=kind.table().to(device), opts=opts,
+        positions, _ = solve(ema, diffusion, batch, table=table, opts=opts,
                              given=kind.given(batch), latent=kind.vae is not None)
     return " ".join(f"{k} {v:.4f}" for k, v in kind.score(positions, batch).items())
 

@@ -1,8 +1,7 @@
 """
 What the scripts (train_image.py, train_video.py, sample.py, mnist.py) share on the command line: clean errors,
 argparse types, the training flags (`add_train_flags`), the checks of a grid and of a puzzle's settings (`parse_grid`,
-`check_puzzle`), the device (`resolve_device`, `cpu_threads`) and the precision policy (`PRECISIONS`, `autocast`).
-Not in the paper.
+`check_puzzle`) and the device (`resolve_device`, `cpu_threads`). Not in the paper.
 
 A wrong flag, a missing file or an unreadable dataset raises `UserError` with one sentence that names the flag or
 file and says what to do; `user_errors` turns it into one `error: ...` line and exit code 2, never a traceback.
@@ -10,8 +9,6 @@ file and says what to do; `user_errors` turns it into one `error: ...` line and 
     if __name__ == "__main__":
         with user_errors():                                # main raises UserError("--grid must ...; use ...")
             main(get_parser().parse_args())
-    with autocast(resolve_device("auto"), "auto"):         # bf16 on CUDA, fp32 on CPU and mps
-        losses = puzzle_loss(...)
 """
 import argparse
 import contextlib
@@ -24,10 +21,10 @@ import torch
 
 from diffusion import PREDICTIONS
 
-SCHEDULES = {"constant": "constant after the warm-up (the paper states no learning-rate schedule)",
-             "cosine": "cosine decay from step 0 to 0 at --max-steps, times the warm-up ramp"}
 PRECISIONS = {"auto": "bf16 on CUDA, fp32 on CPU and mps", "fp32": "full precision", "bf16": "bfloat16 autocast",
               "fp16": "float16 autocast + grad scaling (CUDA)"}
+SCHEDULES = {"constant": "constant after the warm-up (the paper states no learning-rate schedule)",
+             "cosine": "cosine decay from step 0 to 0 at --max-steps, times the warm-up ramp"}
 
 
 class UserError(ValueError):
@@ -234,18 +231,3 @@ def cpu_threads(device, world, workers):
         per_machine = int(os.environ.get("LOCAL_WORLD_SIZE", world))
         torch.set_num_threads(max(1, cores // per_machine - workers))
     return torch.get_num_threads()
-
-
-def arithmetic(device, precision):
-    """What --precision means on `device`: fp32, bf16 or fp16 (auto: bf16 on CUDA, fp32 on CPU and mps)."""
-    if precision == "auto":
-        return "bf16" if device.type == "cuda" else "fp32"
-    return precision
-
-
-def autocast(device, precision):
-    """The autocast region of --precision (auto: bf16 on CUDA, none on CPU and mps); the weights stay fp32."""
-    precision = arithmetic(device, precision)
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)

@@ -52,6 +52,15 @@ def solve_bag(solver, pieces, pins, grid=None, callback=None):
     return solve_image_bag(solver, pieces, pins, grid, opts)
 
 
+def place(costs, pinned, method, n):
+    """(positions (N,), confidence (n,), puzzle confidence, margins (N,)) of a bag's per-sample costs (S, N, P): the
+    pieces assigned on the mean cost, the pinned ones (pinned[i] >= 0) kept on their cells, and the samples'
+    agreement with that answer."""
+    mean = costs.mean(0)
+    positions = assign(pin(mean, pinned), method)
+    return (positions, *agreement(costs, positions, pinned, method, n), margins(mean, positions))
+
+
 def agreement(costs, positions, pinned, method, n):
     """(confidence (n,), puzzle confidence): the share of the samples (costs (S, N, P), each assigned on its own,
     pinned pieces kept on their cells) that put each of the first n pieces (those with content) at `positions`, and
@@ -90,9 +99,8 @@ def solve_image_bag(solver, pieces, pins, grid, opts):
     given = torch.from_numpy(pinned)[None].to(solver.device)
     costs, generated = solver.costs(batch, given=given, grid=grid, opts=opts)
     costs, cells_of_pins = costs[:, 0].float().cpu().numpy(), np.where(pinned, true_pos, -1)
-    pos = assign(pin(costs.mean(0), cells_of_pins), opts.assign)               # a pinned piece keeps its cell
-    conf, whole = agreement(costs, pos, cells_of_pins, opts.assign, n)
-    margin = margins(costs.mean(0), pos)[:n]
+    pos, conf, whole, margin = place(costs, cells_of_pins, opts.assign, n)      # a pinned piece keeps its cell
+    margin = margin[:n]
     show = int(min(DISPLAY, max(side, np.median([min(im.size) for im in images]))))   # the pieces' own pixels
     tiles = np.stack([piece_pixels(im, show, name) for name, im in zip(names, images)])
     every = np.concatenate([tiles, enlarge(generated[0, n:], show, smooth=True)])
@@ -120,10 +128,9 @@ def order_clips(solver, clips, pins, opts):
     batch = {k: v.to(solver.device) for k, v in batch.items()}
     first_slot = np.where(np.arange(len(clips)) == 0, 0, -1)              # the anchor keeps the first slot
     costs = solver.costs(batch, opts=opts)[0][:, 0].float().cpu().numpy()
-    pos = assign(pin(costs.mean(0), first_slot), opts.assign)
-    conf, whole = agreement(costs, pos, first_slot, opts.assign, len(clips))
+    pos, conf, whole, margin = place(costs, first_slot, opts.assign, len(clips))
     slots, mine, sure = np.empty(len(clips), np.int64), np.empty(len(clips)), np.empty(len(clips))
-    slots[order], mine[order], sure[order] = pos, margins(costs.mean(0), pos), conf
+    slots[order], mine[order], sure[order] = pos, margin, conf
     return Result(positions=slots, confidence=sure, puzzle_confidence=whole, image=None, margins=mine,
                   generated=np.zeros((0, 2), int), cells=slots, tiles=None)
 

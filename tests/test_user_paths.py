@@ -53,9 +53,9 @@ def test_device_mps_without_a_mac_gpu_is_one_sentence(monkeypatch):
 
 @pytest.mark.filterwarnings("ignore:CUDA is not available")
 def test_auto_precision_is_fp32_on_cpu_and_mps_bf16_on_cuda():
-    assert isinstance(cli.autocast(torch.device("mps"), "auto"), contextlib.nullcontext)
-    assert isinstance(cli.autocast(torch.device("cpu"), "auto"), contextlib.nullcontext)
-    assert cli.autocast(torch.device("cuda"), "auto").fast_dtype == torch.bfloat16
+    assert isinstance(jpdvt.autocast(torch.device("mps"), "auto"), contextlib.nullcontext)
+    assert isinstance(jpdvt.autocast(torch.device("cpu"), "auto"), contextlib.nullcontext)
+    assert jpdvt.autocast(torch.device("cuda"), "auto").fast_dtype == torch.bfloat16
 
 
 def test_solve_with_a_seed_repeats_itself():
