@@ -9,9 +9,9 @@ Paper: "Image Jigsaw Puzzles Experiments", "Temporal Jigsaw Puzzles Experiments"
   never missing), the others are shuffled.
 Pieces are shuffled with a seeded generator and up to K of them are missing (0..K at random while training,
 exactly K when evaluating). Every sample is a pure function of (seed, split, stream position), so a batch is a
-pure function of the step: that is what makes resuming exact. The splits never share a picture: built-in pictures
-and Moving MNIST clips draw from a seed of their own per split (Moving MNIST's val clips reuse training digits
-in new motions), files are split by sources/files.py.
+pure function of the step: that is what makes resuming exact. Built-in pictures and Moving MNIST clips draw from a
+seed of their own per split; files are split by sources/files.py, so that no file is in two splits (Moving MNIST's
+val clips are new motions of the training digits).
 Where the pixels come from: sources/images.py (the pictures) and sources/videos.py (the clips): built in
 (sources/synthetic.py), image and video files (sources/files.py) or Moving MNIST (sources/mnist.py). The
 settings of a puzzle stream are ImageConfig and VideoConfig, below; the scripts build them from their flags.

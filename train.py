@@ -12,7 +12,8 @@ weights (used for sampling) -> log; every so many steps a held-out check and a c
 - Exact resume: step s trains on stream positions s*B ... s*B + B - 1, and its noise is seeded by (seed, s). Every
   process draws the whole batch's t and noise and keeps its own rows, so W processes train as one process would.
   (fp16's loss scale is not stored: it restarts on resume.)
-- The checkpoint, OUT/ckpt.pt: {format, config, model, ema, opt, step}, written to a temporary file, then renamed.
+- The checkpoint, OUT/ckpt.pt: {format, config, model, ema, opt, step}, written to a temporary file, then renamed
+  (a shipped checkpoint keeps the EMA only, with the sampling chosen for it on val: bench/export.py).
 
     train(config, kind, train_set, held_out, run)   # built by train_image.py or train_video.py
 """
@@ -132,7 +133,8 @@ def train(config, kind, train_set, held_out, run, start=None, encode=None):
                                   t=part["t"], noise=part["noise"])
                 # out[k]: this micro-batch's mean over its generated entries of part k (code, content); share[k]:
                 # its fraction of the global batch's generated entries of k, times W. Summed over micro-batches and
-                # averaged over processes (DDP): the global batch's mean
+                # averaged over processes (DDP): the global batch's mean (out["loss"], this micro-batch's own
+                # weighted mean, is not it)
                 shares = {k: out[k] * share[k] for k in share}
                 loss = sum(weights[k] * v for k, v in shares.items())
             scaler.scale(loss).backward()
@@ -143,8 +145,9 @@ def train(config, kind, train_set, held_out, run, start=None, encode=None):
         scaler.step(opt)                              # optimizer.step(), through the fp16 scaler
         scaler.update()
         step += 1
-        # the decay grows as (1 + step) / (10 + step) up to ema_decay (0.999 from step 8,990 on, 0.9999 from step
-        # 89,990), so that the EMA soon leaves the random initial weights; shorter runs never reach ema_decay
+        # the decay grows as (1 + step) / (10 + step) up to ema_decay (the CPU recipes' 0.999 from step 8,990 on, the
+        # paper settings' 0.9999 from step 89,990), so that the EMA soon leaves the random initial weights; shorter
+        # runs never reach ema_decay
         ema_update(ema, model, min(tc.ema_decay, (1 + step) / (10 + step)))
         log.add(losses)                               # kept on the device: no sync here
         evaluate = tc.eval_every and step % tc.eval_every == 0 and step < tc.max_steps
