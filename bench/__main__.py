@@ -22,7 +22,7 @@ from plumbing.cli import positive
 GROUPS = ["baselines", "baselines-val", "fresh-seed", "fresh-seed-baselines", "ensemble", "assign", "one-call-val",
           "candidate-val", "throughput", "memory-estimate", "gpu-record", "loader-imagenet", "loader-prepared"]
 # the flags a resumed run may take (every other setting comes from its checkpoint)
-RESUMABLE = ("--max-steps", "--eval-every", "--eval-puzzles", "--ckpt-every", "--workers", "--out")
+RESUMABLE = ("--max-steps", "--eval-every", "--ckpt-every", "--workers", "--out")   # train.RESUMABLE's flags
 
 
 def sh(cmd):
@@ -54,11 +54,11 @@ def recorded_minutes(name, cmd):
 
 def logged_minutes(log):
     """Training minutes of a run from its log.txt, over every session that trained it: the sum of each logged window
-    (steps since the last line / its steps per second; a "resuming ... at step S" line starts the count at S)."""
+    (steps since the last line / its steps per second; a "resuming at step S" line starts the count at S)."""
     minutes, last = 0.0, 0
     with open(log) as f:
         for line in f:
-            resumed = re.match(r"resuming .* at step (\d+)", line)
+            resumed = re.match(r"resuming\b.* at step (\d+)", line)
             window = re.match(r"step (\d+) .* steps/s ([\d.]+)", line)
             if resumed:
                 last = int(resumed.group(1))

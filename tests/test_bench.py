@@ -134,3 +134,15 @@ def test_seed_is_refused_where_no_row_would_carry_it():
         with pytest.raises(SystemExit, match="--seed: only `candidate-val --clips N` reads it"):
             bench(names)
     assert bench(["candidate-val"], clips=5) is None
+
+
+def test_training_minutes_count_a_resumed_run_from_its_resume_step(tmp_path):
+    """bench's logged_minutes reads the log lines train.py writes: a resume starts the count at its step."""
+    import train
+    from bench.__main__ import RESUMABLE, logged_minutes
+    log = tmp_path / "log.txt"
+    log.write_text("step 100 loss 1.0 lr 1e-3 steps/s 10.00 data wait 0%\n"
+                   "resuming at step 100\n"
+                   "step 160 loss 0.5 lr 1e-3 steps/s 2.00 data wait 0%\n")
+    assert logged_minutes(str(log)) == pytest.approx((100 / 10 + 60 / 2) / 60)
+    assert {f[2:].replace("-", "_") for f in RESUMABLE} <= set(train.RESUMABLE)   # bench --resume passes only these
