@@ -97,40 +97,6 @@ def band(path, root, dataset, fractions):
     return hashed_split(os.path.join(root, clip.group(1)), root, (0.0, fractions[1]))
 
 
-def fingerprint(files, data_dir, splits):
-    """What a checkpoint records of the files it trained on (checkpoint "data"): which bands of today's split rule
-    (`splits`), how many files, and an md5 of their sorted paths under data_dir, so that sample.py can tell whether
-    a split it scores was seen in training."""
-    names = sorted(os.path.relpath(f, data_dir) for f in files)
-    return {"splits": list(splits), "files": len(names), "digest": hashlib.md5("\n".join(names).encode()).hexdigest()}
-
-
-def split_seen(record, files_of, split, where):
-    """
-    Did a model train on the `split` it is asked to score? (True, False or None = cannot tell, and a sentence to print
-    or None.) record: the checkpoint's "data" (fingerprint, "before": the record of the run it continued; None: it
-    trained on no file of this folder); files_of(split):
-    today's files of a split of the folder; where = (checkpoint, data folder), for the sentence.
-    """
-    ckpt, data_dir = where
-    while record is not None:
-        if record["splits"]:
-            try:
-                today = fingerprint([f for s in record["splits"] for f in files_of(s)], data_dir, record["splits"])
-            except UserError:                        # a split it trained on cannot be formed from this folder
-                return None, (f"note: cannot tell whether {ckpt} trained on this {split} split, as the "
-                              f"{' + '.join(record['splits'])} split it records cannot be formed from {data_dir}")
-            if any(today[k] != record[k] for k in today):
-                return None, (f"note: {ckpt} trained on {record['files']} files that are not today's "
-                              f"{' + '.join(record['splits'])} split of {data_dir}, so its {split} score may include "
-                              "training files")
-            if split in record["splits"]:
-                return True, (f"warning: {ckpt} trained on the {split} split of {data_dir} (its record: "
-                              f"{' + '.join(record['splits'])}, {record['files']} files); this score is not held out")
-        record = record.get("before")
-    return False, None
-
-
 def data_folder(path, ckpt):
     """A checkpoint's relative data (or autoencoder) folder, found from here, or from the checkpoint's folder or one
     or two above it (a shipped checkpoint's ../shared/data/... is relative to the repository root); None if none

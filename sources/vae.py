@@ -11,7 +11,6 @@ diffusers package is optional and only needed with --vae.
     frames = codec.decode(latents)      # back to pixels, for pictures
 """
 import functools
-import hashlib
 import os
 
 import torch
@@ -75,27 +74,3 @@ class VaeCodec:
 def load_codec(folder):
     """The VaeCodec of `folder`, loaded once per process (train_video.py needs its channels, then the codec)."""
     return VaeCodec(folder)
-
-
-WEIGHTS = (".json", ".safetensors", ".bin")          # an autoencoder folder's config and weights
-
-
-def folder_digest(folder):
-    """sha256 of an autoencoder folder's config and weight files (names and bytes; not caches or other files): what a
-    checkpoint records of the autoencoder its latents came from, so that a resumed run can tell a moved folder from
-    another autoencoder."""
-    h = hashlib.sha256()
-    for name in sorted(n for n in os.listdir(folder) if n.endswith(WEIGHTS) and not n.startswith(".")):
-        h.update(name.encode() + b"\0")
-        with open(os.path.join(folder, name), "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
-
-
-def check_autoencoder(folder, recorded):
-    """Refuse, in one sentence, an autoencoder folder other than the one whose latents a checkpoint learned (recorded:
-    that folder's folder_digest, None when the checkpoint predates the record): its latents would be another code."""
-    if recorded and folder_digest(folder) != recorded:
-        raise UserError(f"--vae {folder} holds another autoencoder than the one this checkpoint trained with (its "
-                        "latents are another code); pass the folder of that autoencoder")
