@@ -104,8 +104,8 @@ def train(config, kind, train_set, held_out, run, start=None, encode=None):
     log = Log(run.out, rank, world, step, tc.max_steps)
     if start is not None and start["opt"]:
         log.write(f"resuming at step {step}")
-    log.write("settings: " + "; ".join(f"{k} {v}" for part in (config.puzzle, config.model, tc)
-                                       for k, v in asdict(part).items()) + f"; prediction {config.prediction}")
+    settings = {**asdict(config.puzzle), **asdict(config.model), **asdict(tc), "prediction": config.prediction}
+    log.write("settings: " + "; ".join(f"{k} {v}" for k, v in settings.items()))   # (a size both hold, once)
     log.write(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {world} process(es) on {device}"
               f"{f', {threads} thread(s) each' if threads else ''}; global batch {tc.batch_size} = {world} "
               f"process(es) x {tc.accum} micro-batch(es) x {tc.batch_size // (world * tc.accum)}; step {step} -> "
