@@ -197,7 +197,7 @@ def pinned_cells(batch, given):
 # ----------------------------------------------------------------------------
 
 class Kind:
-    """What image and video puzzles share."""
+    """What image and video puzzles share (each says whether it is `anchored`: piece 0's code given)."""
 
     def given(self, batch):
         """(B, N) bool: given_codes of a batch of these puzzles (the anchor, if they have one)."""

@@ -104,8 +104,10 @@ def train(config, kind, train_set, held_out, run, start=None, encode=None):
     log = Log(run.out, rank, world, step, tc.max_steps)
     if start is not None and start["opt"]:
         log.write(f"resuming at step {step}")
-    settings = {**asdict(config.puzzle), **asdict(config.model), **asdict(tc), "prediction": config.prediction}
-    log.write("settings: " + "; ".join(f"{k} {v}" for k, v in settings.items()))   # (a size both hold, once)
+    puzzle = asdict(config.puzzle)             # a size the network also holds (piece_size, frames_per_piece): once
+    network = {k if puzzle.get(k, v) == v else f"model_{k}": v for k, v in asdict(config.model).items()}
+    settings = {**puzzle, **network, **asdict(tc), "prediction": config.prediction}
+    log.write("settings: " + "; ".join(f"{k} {v}" for k, v in settings.items()))
     log.write(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {world} process(es) on {device}"
               f"{f', {threads} thread(s) each' if threads else ''}; global batch {tc.batch_size} = {world} "
               f"process(es) x {tc.accum} micro-batch(es) x {tc.batch_size // (world * tc.accum)}; step {step} -> "
@@ -169,7 +171,8 @@ def train(config, kind, train_set, held_out, run, start=None, encode=None):
                   f"DDIM-{tc.eval_steps})")
         log.file.close()
     if world > 1:
-        dist.destroy_process_group()
+        dist.barrier()              # every rank leaves together: one that tears down its connections while another
+        dist.destroy_process_group()  # still checks can abort (gloo: "connection closed by peer")
 
 
 def resume(args, kind):
@@ -272,7 +275,7 @@ def micro_batches(batch, given, draws, k, world=1):
 
 def held_out_check(ema, diffusion, batch, table, config, kind):
     """The EMA model's scores on the held-out batch, as one line: DDIM (deterministic, so that successive checks
-    compare), noise seed 0, in the training's precision."""
+    compare), noise seed 0, in the training's precision, on the device of the position table."""
     device = table.device
     noise = torch.Generator(device).manual_seed(0)
     opts = SampleOptions(steps=config.train.eval_steps, sampler="ddim", generator=noise)

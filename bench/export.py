@@ -1,5 +1,5 @@
 """
-A shippable checkpoint: the config, the EMA weights, the step and the data record of a training run's ckpt.pt, with
+A shippable checkpoint: the config, the EMA weights, the step and the sampling record of a training run's ckpt.pt, with
 the model, optimizer and grad scaler left empty (`python -m bench --export SRC DST`).
 """
 import os
@@ -11,8 +11,8 @@ from plumbing.cli import UserError
 
 
 def export_checkpoint(src, dst):
-    """A shippable copy of checkpoint `src` at `dst`: config, EMA weights, step and data record (model, optimizer and
-    grad scaler gone). Returns dst's size in MiB."""
+    """A shippable copy of checkpoint `src` at `dst`: config, EMA weights, step and sampling record (model and
+    optimizer gone). Returns dst's size in MiB."""
     ck = torch.load(src, map_location="cpu", weights_only=True)
     if ck.get("format", 1) > FORMAT:
         raise UserError(f"checkpoint {src} has format {ck['format']}, newer than this version's {FORMAT}; update "

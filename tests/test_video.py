@@ -241,6 +241,7 @@ def test_training_run_writes_checkpoint_and_log(video_ckpt):
     assert "eval step 2 kendall" in log and "final step 4 kendall" in log
     first = log.splitlines()[0]                               # RECIPE's settings where no flag is given
     assert first.startswith("settings: dataset digits; ") and "; weight_code 0.2; weight_content 0.8; " in first
+    assert "; channels 1; " in first and "; model_channels (" in first          # pixel channels, U-Net widths
     assert "; lr 0.001; " in first and "; batch_size 2; " in first and "; max_steps 4; " in first
 
 
