@@ -112,7 +112,7 @@ def train(config, kind, train_set, held_out, run, start=None, encode=None):
               f"{f', {threads} thread(s) each' if threads else ''}; global batch {tc.batch_size} = {world} "
               f"process(es) x {tc.accum} micro-batch(es) x {tc.batch_size // (world * tc.accum)}; step {step} -> "
               f"{tc.max_steps}")
-    loader = torch.utils.data.DataLoader(train_set, batch_sampler=StepBatches(tc, step, rank, world),
+    loader = torch.utils.data.DataLoader(train_set, batch_sampler=step_batches(tc, step, rank, world),
                                          collate_fn=collate, num_workers=run.workers, pin_memory=device.type == "cuda")
     waited = time.perf_counter()
     for batch in loader:
@@ -227,22 +227,14 @@ def load_state(start, model, ema, opt):
     return start["step"]
 
 
-class StepBatches(torch.utils.data.Sampler):
+def step_batches(tc, start, rank=0, world=1):
     """The batches of an endless stream (a training dataset maps a stream position to a fresh puzzle): step s is
     positions s*B ... s*B + B - 1 of the global batch B, of which rank r of W takes the r-th B / W. Starting at
     `start` resumes exactly."""
-
-    def __init__(self, tc, start, rank=0, world=1):
-        self.batch, self.per_rank, self.max_steps = tc.batch_size, tc.batch_size // world, tc.max_steps
-        self.start, self.rank = start, rank
-
-    def __iter__(self):
-        for s in range(self.start, self.max_steps):
-            first = s * self.batch + self.rank * self.per_rank
-            yield list(range(first, first + self.per_rank))
-
-    def __len__(self):
-        return self.max_steps - self.start
+    per_rank = tc.batch_size // world
+    for s in range(start, tc.max_steps):
+        first = s * tc.batch_size + rank * per_rank
+        yield list(range(first, first + per_rank))
 
 
 def process_draws(diffusion, x0, rank, world):

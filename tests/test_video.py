@@ -19,7 +19,7 @@ from plumbing.cli import UserError, user_errors
 from posenc import sequence_table
 from puzzles import ENDLESS, VideoConfig, VideoPuzzles, puzzle_set
 from sources.synthetic import moving_digits
-from train import StepBatches, TrainConfig
+from train import TrainConfig, step_batches
 from unet3d import CONFIGS, UNet3D
 
 TINY_VIDEO = ["--size", "16", "--pieces", "3", "--frames-per-piece", "2", "--batch-size", "2", "--eval-puzzles", "2",
@@ -124,9 +124,9 @@ def decode(item):
 
 
 def epoch_puzzles(train_set, per_epoch, batch=3):
-    """The training puzzles of the first two epochs, as training draws them (train.StepBatches)."""
+    """The training puzzles of the first two epochs, as training draws them (train.step_batches)."""
     tc = TrainConfig(batch_size=batch, max_steps=-(-2 * per_epoch // batch))
-    items = [decode(train_set[i]) for b in StepBatches(tc, 0) for i in b]
+    items = [decode(train_set[i]) for b in step_batches(tc, 0) for i in b]
     return items[:per_epoch], items[per_epoch:2 * per_epoch]
 
 
@@ -156,7 +156,7 @@ def test_curriculum_follows_the_step_on_a_finite_set(tmp_path):
                       curriculum=(2, 4, 3))                     # 2 pieces at step 0, all 4 by step 4 (batch 3)
     train = puzzle_set(cfg, "train", 0)
     tc = TrainConfig(batch_size=3, max_steps=6)
-    counts = [{len(train[i]["true_pos"]) for i in b} for b in StepBatches(tc, 0)]
+    counts = [{len(train[i]["true_pos"]) for i in b} for b in step_batches(tc, 0)]
     assert counts == [{2}, {2}, {3}, {3}, {4}, {4}]             # 9 train clips: the steps run past an epoch
 
 
