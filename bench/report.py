@@ -5,6 +5,7 @@ group (the command that reproduces a group written once, above its table; every 
 results.json). `python -m bench` with no names only rewrites the log. The decisions the rows carry are
 bench/notes.md, the headline tables bench/README.md.
 """
+import fcntl
 import json
 import os
 import re
@@ -30,14 +31,18 @@ def machine():
 
 
 def save_result(key, row):
-    results = load_results()
+    """Add or replace one row; a lock file beside results.json lets several runs write rows at once."""
     row.setdefault("machine", machine())
     row["date"] = time.strftime("%Y-%m-%d")
-    results[key] = row
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
-    with open(RESULTS, "w") as f:
-        json.dump(results, f, indent=1, sort_keys=True)
-        f.write("\n")
+    with open(RESULTS + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        results = load_results()
+        results[key] = row
+        with open(RESULTS + ".tmp", "w") as f:
+            json.dump(results, f, indent=1, sort_keys=True)
+            f.write("\n")
+        os.replace(RESULTS + ".tmp", RESULTS)
 
 
 KEYS = ["piece_acc", "puzzle_acc", "kendall", "exact", "kendall_rev", "piece_acc_x0_hat", "piece_acc_noisy_code",
