@@ -1,0 +1,209 @@
+"""
+The judge over samples (puzzles.judge; issue 78) on a checkpoint's puzzles: they are solved ONCE with --samples K_max
+samples each (its stored sampler and steps, the noise of sample.py: pass r seeded --seed + r), and from the same
+samples, for each K of --ks (the first K samples, exactly what a K-sample solve draws), three estimators are scored:
+- the model alone: the assignment of the mean cost (today's ensemble);
+- the judge: of that arrangement and each sample's own, the one of least energy (puzzles.ENERGIES, each of --energies);
+- the oracle: the best of the same candidates by the true answer (what a perfect judge would reach).
+Image puzzles sit on the puzzles of the classic solvers' rows (`python -m bench baselines[-val]`: seeds 1..8, as
+`--seed 1 --repeats 8`), whose MGC figures each row names; video rows add frame chaining on the same clips. The judge's
+time is measured as a share of the sampling time of the same K. Rows: group "judge" in bench/results.json.
+
+    python -m bench.judge --ckpt checkpoints/image-photos-3x3-missing.pt --split val --missing 1 --seed 1 --repeats 8 \\
+        --data-dir ../shared/data/photos --samples 16 --ks 4 8 16               # choose K and the energy on val
+    python -m bench.judge ... --split test --ks 8 --energies mgc                # then test once, with that choice
+"""
+import argparse
+import os
+import sys
+import time
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+import jpdvt
+import puzzles
+from bench.baselines import chain_video
+from bench.report import load_results, save_result
+from metrics import assign_batch, kendall_distance
+from plumbing.cli import positive
+from puzzles import collate, puzzle_set
+
+
+def solve_once(solver, puzzle, args):
+    """Each pass's per-sample costs (S, B, N, P), batch (content, true_pos, missing, pinned) and sampling seconds."""
+    opts = replace(solver.opts, samples=args.samples)
+    passes = []
+    for r in range(args.repeats):
+        test = puzzle_set(puzzle, args.split, args.seed + r)
+        num = min(args.num_puzzles, len(test))
+        solver.opts.generator.manual_seed(args.seed + r)           # sample.py's noise: its K-sample solve draws the
+        costs, batches, seconds = [], [], 0.0                      # first K of these samples
+        for start in range(0, num, args.batch_size):
+            batch = collate([test[i] for i in range(start, min(start + args.batch_size, num))])
+            t = time.time()
+            c = solver.costs(batch, opts=opts)[0].float().cpu()                          # (S, B, N, P)
+            seconds += time.time() - t
+            costs.append(c)
+            batches.append({**batch, "pinned": jpdvt.pinned_cells(batch, solver.kind.given(batch))})
+            print(f"pass {r + 1}/{args.repeats}: {start + len(c[0])}/{num} puzzles, {seconds:.0f} s", flush=True)
+        batch = {k: torch.cat([b[k] for b in batches]) for k in batches[0]}
+        passes.append({"costs": torch.cat(costs, 1), "batch": batch, "seconds": seconds})
+    return passes
+
+
+def oracle(cands, batch, video):
+    """(B, N): per puzzle, the candidate (K, B, N) nearest the truth: most counted pieces in place (images), least
+    Kendall distance (videos)."""
+    true = batch["true_pos"].numpy()
+    if video:
+        bad = np.stack([kendall_distance(c, true) for c in cands])                                   # (K, B)
+    else:
+        counted = (~batch["missing"] & (batch["pinned"] < 0)).numpy()
+        bad = -np.stack([((c == true) & counted).sum(1) for c in cands])
+    return cands[bad.argmin(0), np.arange(cands.shape[1])]
+
+
+def estimators(p, k, method, grid, energies, video):
+    """{name: positions (B, N)} of one pass p for the first k samples: the model alone, the judge per energy, the
+    oracle."""
+    costs, batch = p["costs"][:k], p["batch"]
+    if "own" not in p:                                   # each sample assigned on its own, once for every K
+        p["own"] = torch.from_numpy(np.stack([assign_batch(c, method, pinned=batch["pinned"]) for c in p["costs"]]))
+    ensemble = torch.from_numpy(assign_batch(costs.mean(0), method, pinned=batch["pinned"]))
+    cands = torch.cat([ensemble[None], p["own"][:k]])                                               # (1 + k, B, N)
+    out = {"model alone": ensemble.numpy()}
+    for e in energies:
+        out[f"judge edges {e}"] = puzzles.pick(cands, batch["content"], batch["missing"], grid, e)
+    out["oracle"] = oracle(cands.numpy(), batch, video)
+    return out
+
+
+def judge_share(p, k, method, grid, energy, k_max):
+    """The judge's whole call (1 + k assignments and the energy) on the pass's puzzles, over their sampling time for k
+    samples (the measured K_max sampling scaled by k / K_max)."""
+    b = p["batch"]
+    t = time.time()
+    puzzles.judge(p["costs"][:k], b["content"], b["missing"], b["pinned"], method, grid, energy)
+    return (time.time() - t) / (p["seconds"] * k / k_max)
+
+
+def baseline(ckpt, puzzle, args):
+    """(row key, metrics) of the classic solver's row on the same image puzzles (MGC, `python -m bench baselines`), or
+    None."""
+    where = "val " if args.split == "val" else ""
+    label = (f"{puzzle.dataset} {where}{puzzle.grid[0]}x{puzzle.grid[1]} {puzzle.piece_size}px" +
+             (f" gap {puzzle.gap}" if puzzle.gap else "") + (f" missing {puzzle.missing}" if puzzle.missing else "") +
+             (f", {args.repeats} passes" if args.repeats > 1 else ""))
+    key = f"baseline image {label}: mgc"
+    row = load_results().get(key)
+    return (key, row["metrics"]) if row and args.seed == 1 else None
+
+
+def chaining(passes):
+    """Frame chaining (bench.baselines.chain_video) on the same clips: Kendall distance and exact order, pass mean."""
+    kendall, exact = [], []
+    for p in passes:
+        true = p["batch"]["true_pos"].numpy()
+        pred = np.stack([chain_video(c.numpy()) for c in p["batch"]["content"]])
+        kendall.append(float(kendall_distance(pred, true).mean()))
+        exact.append(float((pred == true).all(1).mean()))
+    return {"kendall": float(np.mean(kendall)), "exact": float(np.mean(exact))}
+
+
+# issue 78's targets: (checkpoint, missing) -> (what, met(metrics, MGC metrics))
+TARGETS = {
+    ("image-photos-3x3", 0): ("at least MGC's puzzle accuracy", lambda m, b: m["puzzle_acc"] >= b["puzzle_acc"]),
+    ("image-photos-3x3-missing", 0): ("at least MGC's puzzle accuracy",
+                                      lambda m, b: m["puzzle_acc"] >= b["puzzle_acc"]),
+    ("image-photos-3x3-missing", 1): ("at least MGC's piece accuracy", lambda m, b: m["piece_acc"] >= b["piece_acc"]),
+    ("image-photos-3x3-missing", 2): ("at least MGC's piece accuracy", lambda m, b: m["piece_acc"] >= b["piece_acc"]),
+    ("image-photos-3x3-gap", 0): ("at least 1.2 x MGC's piece accuracy",
+                                  lambda m, b: m["piece_acc"] >= 1.2 * b["piece_acc"]),
+    ("video-mmnist-20x1", 0): ("Kendall distance at most 1.5e-3 (aim: the paper's 0.7e-3)",
+                               lambda m, b: m["kendall"] <= 1.5e-3),
+}
+
+
+def main(args):
+    if args.split == "test" and (len(args.ks) != 1 or len(args.energies) != 1):
+        sys.exit("error: --split test scores the one setting chosen on val: give a single --ks and --energies")
+    if max(args.ks) > args.samples:
+        sys.exit(f"error: --ks {max(args.ks)} is more than --samples {args.samples}; raise --samples")
+    solver = jpdvt.load(args.ckpt, device="cpu")
+    puzzle, video = solver.config.puzzle, solver.config.puzzle.kind == "video"
+    changes = {"data_dir": args.data_dir or puzzle.data_dir}
+    if args.missing is not None:
+        changes["missing"] = args.missing
+    puzzle = replace(puzzle, **changes)
+    name, stored = os.path.basename(args.ckpt)[:-3], solver.opts.samples
+    grid, method = None if video else tuple(puzzle.grid), solver.opts.assign
+    passes = solve_once(solver, puzzle, args)
+    num = passes[0]["costs"].shape[1]
+    ks = sorted(set(args.ks) | ({stored} if args.split == "test" and stored <= args.samples else set()))
+    setting = (f"missing {puzzle.missing}, " if not video else "") + (
+        f"{args.repeats} passes" if args.repeats > 1 else f"seed {args.seed}") + f" ({num} puzzles)"
+    classic = None if video else baseline(args.ckpt, puzzle, args)
+    chain = chaining(passes) if video else None
+    target = TARGETS.get((name, puzzle.missing))
+    command = "python -m bench.judge " + " ".join(sys.argv[1:])
+    threads = os.environ.get("OMP_NUM_THREADS")
+    command = (f"OMP_NUM_THREADS={threads} " if threads else "") + command
+    for k in ks:
+        scores = {}
+        for p in passes:
+            for est, pos in estimators(p, k, method, grid, args.energies if k in args.ks else [], video).items():
+                scores.setdefault(est, []).append(solver.kind.score(pos, p["batch"]))
+        sampling = sum(p["seconds"] for p in passes) * k / args.samples / (num * args.repeats)
+        for est, runs in scores.items():
+            m = {key: float(np.mean([r[key] for r in runs])) for key in runs[0]}
+            m.update(num_puzzles=num, repeats=args.repeats, seed=args.seed, split=args.split, missing=puzzle.missing,
+                     samples=k, sampler=solver.opts.sampler, steps=solver.opts.steps, assign=method,
+                     sec_per_puzzle=sampling, stored_samples=stored)
+            if est.startswith("judge"):
+                energy = est.split()[-1]
+                m.update(energy=energy, judge_share=float(np.mean([judge_share(p, k, method, grid, energy,
+                                                                               args.samples) for p in passes[:2]])))
+            if classic:
+                m["mgc"] = {"row": classic[0], "piece_acc": classic[1]["piece_acc"],
+                            "puzzle_acc": classic[1]["puzzle_acc"]}
+            if chain:
+                m["chaining"] = chain
+            if target and (classic or video):
+                m["target"], m["target_met"] = target[0], bool(target[1](m, classic[1] if classic else None))
+            key = f"judge {name} {args.split} {setting}: K {k}, {est}"
+            shown = {a: round(b, 5) for a, b in m.items() if a in ("piece_acc", "puzzle_acc", "kendall", "exact",
+                                                                  "judge_share", "target_met")}
+            print(key, shown, flush=True)
+            save_result(key, {"group": "judge", "command": command, "train_minutes": 0.0, "metrics": m,
+                              "note": args.note or ""})
+    if video and args.split == "test":           # frame chaining on the same clips, named as fresh-seed-baselines
+        p = puzzle
+        save_result(f"baseline video {p.dataset} {p.pieces}x{p.frames_per_piece} {p.size}px seed {args.seed} ({num} "
+                    "clips): nearest-neighbour chaining",
+                    {"group": "fresh-seed", "train_minutes": 0.0, "command": command + " (chaining)",
+                     "metrics": {**chain, "num_puzzles": num}})
+
+
+def get_parser():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ckpt", required=True, help="a trained checkpoint (its stored sampler and steps are kept)")
+    p.add_argument("--split", required=True, choices=("val", "test"),
+                   help="val: choose K and the energy; test: score the chosen setting once")
+    p.add_argument("--data-dir", default=None, help="the data folder (default: the checkpoint's own)")
+    p.add_argument("--missing", type=int, default=None, help="missing pieces per puzzle (default: the checkpoint's)")
+    p.add_argument("--num-puzzles", type=positive, default=200, help="puzzles per pass (at most the split's)")
+    p.add_argument("--seed", type=int, default=1, help="seed of pass 0's puzzles and noise (as sample.py's --seed)")
+    p.add_argument("--repeats", type=positive, default=1, help="passes, pass r of seed --seed + r (sample.py's)")
+    p.add_argument("--samples", type=positive, default=16, help="K_max: samples drawn once per puzzle")
+    p.add_argument("--ks", type=positive, nargs="+", default=[4, 8, 16], help="the K to score (first K samples)")
+    p.add_argument("--energies", nargs="+", default=list(puzzles.ENERGIES), choices=puzzles.ENERGIES,
+                   help="the judge's energies to score")
+    p.add_argument("--batch-size", type=positive, default=50, help="puzzles sampled at once (sample.py's default)")
+    p.add_argument("--note", default=None, help="a note for the rows (e.g. why fewer clips)")
+    return p
+
+
+if __name__ == "__main__":
+    main(get_parser().parse_args())
