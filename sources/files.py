@@ -79,7 +79,9 @@ def epoch_index(pos, length, seed):
 
 def hashed_split(path, root, fractions=(TEST_FRACTION, VAL_FRACTION)):
     """"test", "val" or "train": the fixed band that the hash of the path under root falls in (test [0, 5%),
-    val [5%, 15%), train the rest, by default), so a file's split never depends on which other files exist."""
+    val [5%, 15%), train the rest, by default), so a file's split never depends on which other files exist. The
+    hash reads the relative path with its name and extension as they are; `python -m sources.prepare` keeps them, so a
+    prepared copy splits as its source (and no split a shipped model was chosen or scored on moved)."""
     u = hashlib.md5(os.path.relpath(path, root).encode()).digest()[0] / 256
     test, val = fractions
     return "test" if u < test else "val" if u < test + val else "train"
@@ -99,8 +101,8 @@ def band(path, root, dataset, fractions):
 
 def data_folder(path, ckpt):
     """A checkpoint's relative data (or autoencoder) folder, found from here, or from the checkpoint's folder or one
-    or two above it (a shipped checkpoint's ../shared/data/... is relative to the repository root); None if none
-    exists."""
+    or two above it (a shipped checkpoint's folder name, e.g. mnist, is found at the repository's root); None if none
+    exists (an absolute path is returned as it is)."""
     if path is None or os.path.isabs(path) or os.path.exists(path):
         return path
     here = os.path.dirname(os.path.abspath(ckpt))
@@ -108,6 +110,37 @@ def data_folder(path, ckpt):
         if os.path.exists(os.path.join(base, path)):
             return os.path.normpath(os.path.join(base, path))
     return None
+
+
+# shipped checkpoints name their data by a folder name (puzzle.data_dir), never by a path: (dataset, name) -> what
+# the folder holds and how a user gets it (find_data's message when it is not found)
+SHIPPED_DATA = {
+    ("movingmnist", "mnist"): ("the MNIST digits", "fetch them with `python mnist.py --download mnist` (about 12 MB) "
+                               "or pass --data-dir with a folder that holds them"),
+    ("folder", "photos"): ("its photos", "pass --data-dir with a folder of train/ and test/ photos (docs/photos.tsv "
+                           "lists the ones it was trained and scored on, with their sha256 and source package)"),
+}
+
+
+def find_data(puzzle, ckpt, data_dir=None, dataset=None):
+    """
+    The folder to score a checkpoint's test puzzles on: `data_dir` (--data-dir) when given; None for built-in data
+    or for another --dataset than the model's (that one's own check asks for --data-dir); else the folder its
+    training run stored in puzzle.data_dir (a user's path as given, or a shipped model's folder name: SHIPPED_DATA),
+    found from here or from the checkpoint's folder or the two above it. A stored folder that is not found is
+    refused in one sentence: for a shipped model, how to get its data.
+    """
+    if data_dir or not puzzle.data_dir or (dataset or puzzle.dataset) != puzzle.dataset:
+        return data_dir
+    found = data_folder(puzzle.data_dir, ckpt)
+    if found is not None and os.path.exists(found):
+        return found
+    if (puzzle.dataset, puzzle.data_dir) in SHIPPED_DATA:
+        what, how = SHIPPED_DATA[puzzle.dataset, puzzle.data_dir]
+        raise UserError(f"{ckpt} reads {what} from a folder {puzzle.data_dir}/, which is found neither from here nor "
+                        f"next to the checkpoint; {how}")
+    raise UserError(f"{ckpt} was trained on {puzzle.data_dir}, which is found neither from here nor next to the "
+                    "checkpoint; pass --data-dir with that folder")
 
 
 def split_files(data_dir, split, dataset, lister, what, exts):

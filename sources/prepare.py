@@ -1,10 +1,12 @@
 """
 Prepare an image folder once for fast training (after nanoGPT's data/*/prepare.py): every image resized so that its
-shorter side is the paper's 255 px (Sec. 4.3: images resized to 255 px, cut into 3x3 cells of 85 px), saved as a JPEG
-at the same path under --out. Training then decodes under half the pixels of a usual 500 x 375 ImageNet picture,
-with nothing left to shrink: `python -m bench loader-prepared` measures the pictures a second per worker, raw against
-prepared. Not in the paper; the training pictures are the same up to one JPEG re-encoding (quality 95), so score the
-test split on the original folder (sample.py --data-dir).
+shorter side is the paper's 255 px (Sec. 4.3: images resized to 255 px, cut into 3x3 cells of 85 px), saved under
+--out at the same relative path, with the same name and extension, in the format that extension names (a .jpg or
+.JPEG as a JPEG of quality 95, a .png as a PNG). The path is what `sources.files.hashed_split` hashes, so every file of
+the copy falls in the same split as its original: a test image never becomes a training image. Training then decodes
+under half the pixels of a usual 500 x 375 ImageNet picture, with nothing left to shrink: `python -m bench
+loader-prepared` measures the pictures a second per worker, raw against prepared. Not in the paper; a JPEG is the same
+up to one re-encoding, so score the test split on the original folder (sample.py --data-dir).
 
     python -m sources.prepare --data-dir /data/imagenet --out /data/imagenet-255
     python train_image.py --dataset imagenet --data-dir /data/imagenet-255 --grid 3
@@ -22,8 +24,9 @@ from sources.files import list_images
 
 
 def shrink(job):
-    """Resize one image (src, dst, side) so its shorter side is at most `side`, and save it as a JPEG; returns 1 if
-    written, 0 if it could not be read (it is then left out, as training would skip it)."""
+    """Resize one image (src, dst, side) so its shorter side is at most `side`, and save it in the format of dst's
+    extension (JPEG and WebP at quality 95); returns 1 if written, 0 if it could not be read (it is then left out,
+    as training would skip it)."""
     src, dst, side = job
     try:
         with Image.open(src) as im:
@@ -35,7 +38,7 @@ def shrink(job):
     if k < 1:
         img = img.resize((round(img.width * k), round(img.height * k)), Image.BICUBIC)
     os.makedirs(os.path.dirname(dst), exist_ok=True)
-    img.save(dst, "JPEG", quality=95)
+    img.save(dst, quality=95)                                   # the format: dst's extension
     return 1
 
 
@@ -48,13 +51,7 @@ def main(args):
     files = list_images(src)
     if not files:
         raise UserError(f"--data-dir {args.data_dir} holds no images; pass the folder of train/ and val/")
-    jobs = [(f, os.path.join(args.out, os.path.splitext(os.path.relpath(f, src))[0] + ".JPEG"), args.side)
-            for f in files]
-    seen = {}
-    for f, dst, _ in jobs:
-        if dst in seen:
-            raise UserError(f"--data-dir holds {seen[dst]} and {f}, which would both become {dst}; rename one")
-        seen[dst] = f
+    jobs = [(f, os.path.join(args.out, os.path.relpath(f, src)), args.side) for f in files]   # same path: same split
     with Pool(args.workers) as pool:
         done = sum(tqdm(pool.imap_unordered(shrink, jobs, chunksize=64), total=len(jobs), desc="prepare"))
     print(f"wrote {done} of {len(jobs)} images to {args.out} (shorter side at most {args.side} px)"
