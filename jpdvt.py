@@ -1,6 +1,6 @@
 """
 The JPDVT method, for images and videos alike: the training objective, the solver, and what differs between image
-and video puzzles. At its end, the user's entry point: `jpdvt.load(checkpoint).solve(pieces)`.
+and video puzzles.
 
 Paper: Sec. 3.1, "Masked Jigsaw Transformer Diffusion", and the supplement's "Predicted position encodings".
 Read this file after posenc.py and diffusion.py; the networks are in dit.py and unet3d.py, the puzzles in puzzles.py.
@@ -32,8 +32,7 @@ Read this file after posenc.py and diffusion.py; the networks are in dit.py and 
 - Temporal super-resolution (a video use of the same solve, the supplement's): the code of every given piece is
   told, and only the missing pieces between them are generated.
 - Images / Videos (kind_of(config)): the table of true codes, the network, the told pieces and the scores of each.
-- Solver and load: a checkpoint's EMA network ready to solve test batches (sample.py) and your own bag of pieces
-  (Solver.solve, solving/bag.py).
+- load: a trained checkpoint ready to solve your own bag of pieces (solving/solver.py holds it).
 
     model = DiT(config.model); diffusion = GaussianDiffusion(1000, config.prediction)
     given = given_codes(batch, anchored=False)
@@ -42,17 +41,14 @@ Read this file after posenc.py and diffusion.py; the networks are in dit.py and 
     positions, content = solve(model, diffusion, batch, table=table, opts=SampleOptions(steps=50), given=given)
     result = jpdvt.load("checkpoints/image-photos-3x3.pt").solve(pieces)   # .positions, .confidence, .image
 """
-import contextlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import numpy as np
 import torch
 
-from diffusion import GaussianDiffusion
-from dit import DiT, DiTConfig
+from dit import DiTConfig
 from metrics import (
-    assign,
     assign_batch,
     kendall_distance,
     kendall_reversible,
@@ -61,13 +57,16 @@ from metrics import (
     relabel_generated,
 )
 from posenc import grid_table, sequence_table
-from puzzles import ImageConfig, VideoConfig
-from sources.vae import load_codec
-from unet3d import UNet3D, UNetConfig
+from puzzles import ImageConfig, VideoConfig, judge
 
 # ----------------------------------------------------------------------------
 # The method: training objective and solver
 # ----------------------------------------------------------------------------
+
+JUDGES = {"none": "the mean distance of the samples decides (the paper: one sample)",
+          "edges": "of the samples' arrangements, the one whose pieces fit best across their borders (images) or cuts "
+                   "(clips) wins (puzzles.judge; not in the paper)"}
+
 
 @dataclass
 class SampleOptions:
@@ -77,6 +76,8 @@ class SampleOptions:
     assign: str = "hungarian"      # codes -> positions: hungarian (optimal) or greedy (paper's text; metrics.ASSIGNERS)
     samples: int = 1               # independent samples of the codes, assigned on their mean distance (not in
                                    # the paper, which samples once)
+    judge: str = "none"            # none, or edges: of the samples' arrangements, keep the one whose pieces fit best
+                                   # across their borders (puzzles.judge; not in the paper)
     generator: Optional[torch.Generator] = None   # the noise of the samples (None: torch's global generator)
     callback: Optional[Callable] = None           # callback(i, x, x0) after every step of the first sample
 
@@ -131,7 +132,7 @@ def code_costs(model, diffusion, batch, table, opts, given, latent=False):
     """
     Sample the codes (and missing content) of a batch opts.samples times: returns (costs (S, B, N, positions): each
     sample's distance from each piece's sampled code to every true code; content with missing pieces generated, the
-    first sample's, each drawing shown in the cell it was drawn for: follow_cells). given (B, N) bool: the pieces
+    first sample's). given (B, N) bool: the pieces
     whose true code is told (given_codes; all True generates only the missing content at known positions: temporal
     super-resolution). latent: the content is autoencoder latents (about unit variance), so its predictions are not
     clipped to [-1, 1] like codes and pixels are.
@@ -154,36 +155,31 @@ def code_costs(model, diffusion, batch, table, opts, given, latent=False):
         costs.append(torch.cdist(pred, cells[None].expand(b, -1, -1)))                      # (B, N, positions)
         if s == 0:
             generated = out["content"]
-    costs = torch.stack(costs)
-    if opts.samples > 1 and batch["missing"].any():   # the cells come from all samples, the drawings from the first
-        generated = follow_cells(generated, costs, batch, given, opts.assign)
-    return costs, generated
+    return torch.stack(costs), generated
 
 
-def follow_cells(generated, costs, batch, given, method):
-    """The first sample's drawings re-paired with the cells that the assignment of the mean cost gives the missing
-    pieces: a missing piece has no content of its own, so each of those cells shows the drawing whose first-sample code
-    lies nearest it (one to one), not whichever drawing the piece that won the cell happened to make."""
-    positions = assign_batch(costs.mean(0), method, pinned=pinned_cells(batch, given))
-    first, out = costs[0], generated.clone()
-    for b, miss in enumerate(batch["missing"].cpu().numpy()):
-        m = np.flatnonzero(miss)
-        if len(m) > 1:                                # drawing of piece m[i] -> the cell held by piece m[pair[i]]
-            pair = assign(first[b][m][:, positions[b, m]].cpu().numpy(), "hungarian")
-            out[b, m[pair]] = generated[b, m]
-    return out
-
-
-def solve(model, diffusion, batch, table, opts, given, latent=False):
+def solve(model, diffusion, batch, table, opts, given, latent=False, grid=None):
     """
-    Returns (positions (B, N) int array: predicted position of each piece, content with missing pieces generated):
-    code_costs, then a one-to-one assignment of pieces to positions (Hungarian, or the paper's greedy rule). With
-    opts.samples = K, the K samples are assigned on their mean distance to each true code (a small ensemble): a mean
-    of distances keeps each sample's vote, where a mean of codes from samples that chose different cells would sit
-    between them, near neither.
+    Returns (positions (B, N) int array: predicted position of each piece, content with missing pieces generated, the
+    first sample's): code_costs, then arrange. grid (rows, cols): image puzzles, for the judge.
     """
     costs, generated = code_costs(model, diffusion, batch, table=table, opts=opts, given=given, latent=latent)
-    return assign_batch(costs.mean(0), opts.assign, pinned=pinned_cells(batch, given)), generated      # (B, N)
+    return arrange(costs, batch, given, opts, grid), generated
+
+
+def arrange(costs, batch, given, opts, grid=None):
+    """
+    (B, N) int array: the pieces matched to positions one to one from the samples' costs (S, B, N, positions), a told
+    piece on its cell. Hungarian (the least total distance) or the paper's greedy rule, on the mean distance of the K
+    samples (a small ensemble: a mean of distances keeps each sample's vote, where a mean of codes from samples that
+    chose different cells would sit between them, near neither). With opts.judge "edges", each sample's own
+    arrangement and the ensemble's are candidates, and the one whose placed pieces fit best across their shared
+    borders (images) or cuts (clips) wins.
+    """
+    pinned = pinned_cells(batch, given)
+    if opts.judge == "none":
+        return assign_batch(costs.mean(0), opts.assign, pinned=pinned)                  # (B, N)
+    return judge(costs, batch["content"], batch["missing"], pinned, opts.assign, grid)
 
 
 def pinned_cells(batch, given):
@@ -209,8 +205,12 @@ class Images(Kind):
     """Image puzzles (train_image.py): an R x C grid of square pieces; `model` (a dit.DiTConfig) sets the codes."""
     p: ImageConfig
     model: Optional[DiTConfig] = None
-    network = DiT
     vae = None                               # image pieces are always diffused in pixels
+
+    @property
+    def grid(self):
+        """(rows, cols): where the judge finds each piece's neighbours."""
+        return self.p.grid
 
     @property
     def anchored(self):
@@ -218,7 +218,7 @@ class Images(Kind):
         return self.p.anchor
 
     def table(self, grid=None):
-        """(rows * cols, D): the 2D code of every grid position, raster order (D = 32, the model's code_dim); with
+        """(rows * cols, D): the 2D code of every grid position, raster order (D: the model's code_dim); with
         codes="token", (rows * cols, K, D): the same code copied onto each of a piece's K tokens."""
         dim, codes = (self.model.code_dim, self.model.codes) if self.model else (32, "piece")
         table = grid_table(*(grid or self.p.grid), dim=dim)
@@ -240,9 +240,8 @@ class Images(Kind):
 class Videos(Kind):
     """Temporal puzzles (train_video.py): a clip cut into pieces of consecutive frames; the first stays first."""
     p: VideoConfig
-    model: Optional[UNetConfig] = None
-    network = UNet3D
     anchored = True                          # the first piece in time stays first and its code is given
+    grid = None                              # slots in a row: the judge compares consecutive pieces
 
     @property
     def vae(self):
@@ -266,117 +265,14 @@ class Videos(Kind):
                 "kendall_rev": float(np.mean(kendall_reversible(positions, true_pos)))}
 
 
-KINDS = {"image": Images, "video": Videos}
-
-
 def kind_of(config):
-    """The kind of a Config or of its puzzle config, bound to that puzzle config (and the Config's model config)."""
+    """The kind of a Config or of its puzzle config, bound to that puzzle config (an image kind also to the Config's
+    model config, which sets its codes)."""
     puzzle = getattr(config, "puzzle", config)
-    return KINDS[puzzle.kind](puzzle, getattr(config, "model", None))
-
-
-# ----------------------------------------------------------------------------
-# Precision: how training and solving compute (--precision, plumbing.cli.PRECISIONS); the weights stay fp32
-# ----------------------------------------------------------------------------
-
-def arithmetic(device, precision):
-    """What --precision means on `device`: fp32, bf16 or fp16 (auto: bf16 on CUDA, fp32 on CPU and mps)."""
-    if precision == "auto":
-        return "bf16" if device.type == "cuda" else "fp32"
-    return precision
-
-
-def autocast(device, precision):
-    """The autocast region of --precision (auto: bf16 on CUDA, none on CPU and mps); the weights stay fp32."""
-    precision = arithmetic(device, precision)
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
-
-
-# ----------------------------------------------------------------------------
-# A trained checkpoint: test batches (sample.py) and the user's own bag of pieces
-# ----------------------------------------------------------------------------
-
-SAMPLING = {"steps": 50, "sampler": "ddpm", "samples": 1, "assign": "hungarian"}   # unless the checkpoint says
-
-
-class Solver:
-    """A checkpoint's EMA network on `device` with its config, diffusion, position table, sampling options (the
-    generator of their noise included) and precision (auto: bf16 autocast on CUDA, fp32 on CPU and mps); for a latent
-    video model, the autoencoder. sample.py scores test batches with it; jpdvt.load(path).solve(pieces) solves a bag of
-    pieces (solving/bag.py)."""
-
-    def __init__(self, ckpt, config, device, opts, precision="auto"):
-        self.config, self.step, self.device, self.opts, self.precision = config, ckpt["step"], device, opts, precision
-        if opts.generator is None:                   # solve(seed=...) seeds it: one of the solver's own
-            self.opts = replace(opts, generator=torch.Generator(device).manual_seed(0))
-        self.kind = kind_of(config)
-        self.trained_missing = ckpt["config"].puzzle.missing     # up to this many pieces missing in training
-        self.codec = load_codec(self.kind.vae) if self.kind.vae else None
-        self.model = self.kind.network(config.model)
-        self.model.load_state_dict(ckpt["ema"])
-        self.model.to(device).eval()
-        self.diffusion = GaussianDiffusion(1000, config.prediction)
-        self.table = self.kind.table().to(device)
-
-    @property
-    def generates(self):
-        """Trained with missing pieces, so it generates their content."""
-        return self.trained_missing > 0
-
-    def costs(self, batch, given=None, grid=None, opts=None):
-        """(costs (S, B, N, positions), content with missing pieces generated) of a batch of pixel puzzles (code_costs;
-        latents for a latent model). given: the pieces whose code is told (default: the anchor, if the model has one);
-        grid: another grid than the model's (images); opts: other sampling options than the solver's."""
-        batch, given = self.inputs(batch, given)
-        table = self.table if grid is None else self.kind.table(grid).to(self.device)
-        with autocast(self.device, self.precision):
-            return code_costs(self.model, self.diffusion, batch, table=table, opts=opts or self.opts, given=given,
-                              latent=self.codec is not None)
-
-    def solve_batch(self, batch, given=None, opts=None, callback=None):
-        """(positions (B, N), content with missing pieces generated, in pixels): solve() with the solver's model and
-        options (or opts), the told pieces (default: the anchor, if the model has one) on their cells; a latent
-        model's content is decoded by its autoencoder. callback(i, x, x0): after every step of the first sample."""
-        batch, given = self.inputs(batch, given)
-        opts = replace(opts or self.opts, callback=callback)
-        with autocast(self.device, self.precision):
-            positions, content = solve(self.model, self.diffusion, batch, table=self.table, opts=opts, given=given,
-                                       latent=self.codec is not None)
-        return positions, self.codec.decode(content) if self.codec else content
-
-    def inputs(self, batch, given):
-        """The batch as the network reads it (a latent model's frames encoded by its autoencoder) and the pieces whose
-        code is told (`given`, default: the anchor, if the model has one)."""
-        given = self.kind.given(batch) if given is None else given
-        return (self.codec.encode_batch(batch) if self.codec else batch), given
-
-    def solve(self, pieces, pins=None, grid=None, callback=None, seed=0):
-        """
-        Solve a bag of pieces nobody has solved (solving/bag.py): images (a list of PIL images or arrays, an (N, H, W,
-        3) array, or a {name: piece} dict whose names errors use; resized to the model's piece size) or, for a video
-        model, clips ((F, H, W, C) arrays of the model's frames per piece). pins: {index: (row, col)} (video: {index:
-        0}) of pieces whose place you know, for models trained with an anchor (a video model always: its first piece).
-        grid: (rows, cols) when it differs from the model's; cells beyond the pieces are missing and generated by a
-        model trained with missing pieces. callback(i, x, x0): called after every sampling step (images). seed: the
-        noise of this solve: the same seed, the same result. Returns a solving.bag.Result, with each piece's
-        confidence: the share of the samples (at least 8: solving/bag.py) that put it where the answer does.
-        """
-        from solving.bag import solve_bag  # what a bag of your own needs beyond the method: solving/
-        self.opts.generator.manual_seed(seed)
-        return solve_bag(self, pieces, pins or {}, grid=grid, callback=callback)
+    return Images(puzzle, getattr(config, "model", None)) if puzzle.kind == "image" else Videos(puzzle)
 
 
 def load(path, device="auto", precision="auto"):
-    """A trained checkpoint ready to solve your own pieces: a Solver with the sampling its checkpoint recommends (chosen
-    on val), else SAMPLING. It leaves torch's thread count as it is (sample.py sets it as training does).
-
-        solver = jpdvt.load("checkpoints/image-photos-3x3.pt")
-        result = solver.solve(pieces, seed=0)     # result.positions, .confidence, .puzzle_confidence, .image
-    """
-    from plumbing.checkpoint import load_checkpoint  # safe loading and its errors: plumbing/
-    from plumbing.cli import resolve_device
-    ckpt, device = load_checkpoint(path), resolve_device(device)
-    opts = SampleOptions(**{**SAMPLING, **ckpt.get("sampling", {})}, generator=torch.Generator(device).manual_seed(0))
-    return Solver(ckpt, ckpt["config"], device, opts, precision)
+    """A trained checkpoint ready to solve your own pieces: `jpdvt.load(path).solve(pieces)` (solving/solver.py)."""
+    from solving.solver import load_solver  # what a bag of your own needs beyond the method: solving/
+    return load_solver(path, device, precision)

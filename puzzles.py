@@ -30,7 +30,6 @@ import torch
 
 from sources.files import ENDLESS, SPLITS
 from sources.images import Pictures
-from sources.videos import Clips
 
 # ----------------------------------------------------------------------------
 # Settings
@@ -207,6 +206,7 @@ class VideoPuzzles(torch.utils.data.Dataset):
     """
 
     def __init__(self, cfg, split, seed=0):
+        from sources.videos import Clips  # video sources: read only by video puzzles
         self.cfg, self.split, self.seed = cfg, split, seed
         self.train = split == "train"
         self.curriculum = cfg.curriculum if self.train else None

@@ -23,19 +23,18 @@ import math
 import os
 import time
 from dataclasses import asdict, dataclass
+from typing import Union
 
 import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
 from diffusion import GaussianDiffusion
-from jpdvt import SampleOptions, autocast, clean_parts, puzzle_loss, solve
-from plumbing.checkpoint import FORMAT, load_checkpoint, typed
-from plumbing.cli import UserError, cpu_threads, resolve_device
-from puzzles import collate
+from jpdvt import SampleOptions, clean_parts, puzzle_loss, solve
+from plumbing.cli import UserError, autocast, cpu_threads, resolve_device
+from puzzles import ImageConfig, VideoConfig, collate
 
-# what --resume may be given: --max-steps, the checks' intervals and how the process runs
-RESUMABLE = ("max_steps", "ckpt_every", "eval_every", "out", "device", "workers", "compile", "log_every", "resume")
+FORMAT = 3                                   # of the checkpoints train() writes
 
 
 @dataclass
@@ -56,6 +55,16 @@ class TrainConfig:
     eval_puzzles: int = 64                   # puzzles of the held-out check
     eval_steps: int = 20                     # DDIM steps of the held-out check
     accum: int = 1                           # micro-batches per process and step (gradient accumulation)
+    clip: float = 1.0                        # the gradient's largest norm (the paper states none; 0: no clipping)
+
+
+@dataclass
+class Config:
+    """A run's settings, stored in its checkpoint: the puzzles, the network, the training and the network's target."""
+    puzzle: Union[ImageConfig, VideoConfig]
+    model: object                            # a dit.DiTConfig or an unet3d.UNetConfig
+    train: TrainConfig
+    prediction: str = "x0"                   # eps (the paper's text) or x0 (the authors' code)
 
 
 @dataclass
@@ -72,9 +81,10 @@ class RunConfig:
 # The loop
 # ----------------------------------------------------------------------------
 
-def train(config, kind, train_set, held_out, run, start=None, encode=None):
+def train(config, kind, model, train_set, held_out, run, start=None, encode=None):
     """
-    Train config's network on `train_set` (a map-style dataset indexed by stream position), from the seed's weights or
+    Train `model` (config's network, its initial weights drawn from seed tc.seed) on `train_set` (a map-style dataset
+    indexed by stream position), from those weights or
     from `start` (a checkpoint dict: --resume, or --init's EMA weights at step 0); check its EMA on the first puzzles of
     `held_out`. kind: jpdvt.Images or jpdvt.Videos. encode(batch) -> batch runs on the device before the loss (frames
     -> autoencoder latents).
@@ -87,8 +97,7 @@ def train(config, kind, train_set, held_out, run, start=None, encode=None):
                         f"process(es) x --accum {tc.accum} micro-batches; use a multiple of {world * tc.accum}")
     if tc.precision == "fp16" and device.type != "cuda":
         raise UserError("--precision fp16 needs a CUDA device (its gradient scaler is CUDA only); use fp32 or bf16")
-    torch.manual_seed(tc.seed)                       # the same initial weights on every rank and every rerun
-    model = kind.network(config.model).to(device)
+    model = model.to(device)
     ema = copy.deepcopy(model).eval().requires_grad_(False)
     opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=0.0, fused=device.type == "cuda")
     scaler = torch.amp.GradScaler(enabled=tc.precision == "fp16")   # its scale is not stored: it restarts on resume
@@ -97,7 +106,6 @@ def train(config, kind, train_set, held_out, run, start=None, encode=None):
                                                     else None) if world > 1 else model
     net = torch.compile(net) if run.compile else net
     diffusion, table = GaussianDiffusion(1000, config.prediction), kind.table().to(device)
-    weights = {"code": tc.weight_code, "content": tc.weight_content}
     encode = encode or (lambda batch: batch)
     eval_batch = collate([held_out[i] for i in range(min(tc.eval_puzzles, len(held_out)))])
     eval_batch = encode({k: v.to(device) for k, v in eval_batch.items()})
@@ -118,39 +126,17 @@ def train(config, kind, train_set, held_out, run, start=None, encode=None):
     for batch in loader:
         log.waited += time.perf_counter() - waited
         torch.manual_seed(tc.seed * 1_000_003 + step)   # noise of this step, the same on every process: exact on resume
-        batch = encode({k: v.to(device, non_blocking=True) for k, v in batch.items()})
-        lr = learning_rate(tc, step)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        given = kind.given(batch)                  # the anchor's code is told, never generated
-        draws = process_draws(diffusion, clean_parts(batch, table), rank, world)   # t and noise, this process's rows
+        batch = encode({k: v.to(device, non_blocking=True) for k, v in batch.items()})   # content (B, N, ...)
+        lr = set_lr(opt, learning_rate(tc, step))
         opt.zero_grad(set_to_none=True)
-        parts = micro_batches(batch, given, draws, tc.accum, world)
-        losses = {}
-        for i, (part, share) in enumerate(parts):
-            # DDP averages the gradients over processes once, at the last micro-batch's backward
-            sync = i == len(parts) - 1 or world == 1
-            with (contextlib.nullcontext() if sync else net.no_sync()), autocast(device, tc.precision):
-                out = puzzle_loss(net, diffusion, part["batch"], table=table, given=part["given"], weights=weights,
-                                  t=part["t"], noise=part["noise"])
-                # out[k]: this micro-batch's mean over its generated entries of part k (code, content); share[k]:
-                # its fraction of the global batch's generated entries of k, times W. Summed over micro-batches and
-                # averaged over processes (DDP): the global batch's mean (out["loss"], this micro-batch's own
-                # weighted mean, is not it)
-                shares = {k: out[k] * share[k] for k in share}
-                loss = sum(weights[k] * v for k, v in shares.items())
-            scaler.scale(loss).backward()
-            for k, v in {"loss": loss, **shares}.items():
-                losses[k] = losses.get(k, 0) + v.detach()
+        losses = loss_backward(net, diffusion, batch, table, kind.given(batch), scaler, tc, world)  # jpdvt.puzzle_loss
         scaler.unscale_(opt)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if tc.clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), tc.clip)
         scaler.step(opt)                              # optimizer.step(), through the fp16 scaler
         scaler.update()
         step += 1
-        # the decay grows as (1 + step) / (10 + step) up to ema_decay (the CPU recipes' 0.999 from step 8,990 on, the
-        # paper settings' 0.9999 from step 89,990), so that the EMA soon leaves the random initial weights; shorter
-        # runs never reach ema_decay
-        ema_update(ema, model, min(tc.ema_decay, (1 + step) / (10 + step)))
+        ema_update(ema, model, min(tc.ema_decay, (1 + step) / (10 + step)))    # a warm-up of the decay (ema_update)
         log.add(losses)                               # kept on the device: no sync here
         evaluate = tc.eval_every and step % tc.eval_every == 0 and step < tc.max_steps
         save = step % tc.ckpt_every == 0 or step == tc.max_steps
@@ -159,10 +145,7 @@ def train(config, kind, train_set, held_out, run, start=None, encode=None):
         if rank == 0 and evaluate:
             log.write(f"eval step {step} {held_out_check(ema, diffusion, eval_batch, table, config, kind)}")
         if rank == 0 and save:
-            ckpt = {"format": FORMAT, "config": {"kind": config.puzzle.kind, **asdict(config)},
-                    "model": model.state_dict(), "ema": ema.state_dict(), "opt": opt.state_dict(), "step": step}
-            torch.save(ckpt, log.ckpt + ".tmp")
-            os.replace(log.ckpt + ".tmp", log.ckpt)   # atomic: a kill never leaves a broken ckpt.pt
+            save_checkpoint(log.ckpt, config, model, ema, opt, step)
         waited = time.perf_counter()
     log.bar.close()
     if rank == 0:
@@ -175,27 +158,55 @@ def train(config, kind, train_set, held_out, run, start=None, encode=None):
         dist.destroy_process_group()  # still checks can abort (gloo: "connection closed by peer")
 
 
-def resume(args, kind):
-    """(config, checkpoint) of --resume: the checkpoint's settings whole, with --max-steps and the checks' intervals
-    if given; any other setting flag is refused. --out defaults to the checkpoint's folder."""
-    if args.init:
-        raise UserError("--init starts a new run from a checkpoint's weights and --resume continues a run; give one")
-    ckpt = load_checkpoint(args.resume, kind)
-    if not ckpt.get("opt"):
-        raise UserError(f"checkpoint {args.resume} holds EMA weights only (a shipped checkpoint) and cannot be "
-                        "resumed; fine-tune it with --init, or resume from a training run's ckpt.pt")
-    given = [k for k, v in vars(args).items() if v is not None and k not in RESUMABLE]
-    if given:
-        raise UserError(f"--{given[0].replace('_', '-')} cannot be given with --resume: a resumed run keeps its "
-                        "checkpoint's settings; drop it, or start a new run from its weights with --init")
-    config = ckpt["config"]
-    config.train = typed(TrainConfig, config.train, args.resume)
-    for name in ("max_steps", "ckpt_every", "eval_every"):
-        if getattr(args, name) is not None:
-            setattr(config.train, name, getattr(args, name))
-    args.out = args.out or os.path.dirname(os.path.abspath(args.resume))
-    return config, ckpt
 
+# ----------------------------------------------------------------------------
+# What one step calls
+# ----------------------------------------------------------------------------
+
+def loss_backward(net, diffusion, batch, table, given, scaler, tc, world):
+    """The global batch's jpdvt.puzzle_loss, backward: gradients in the parameters, the mean losses {loss, code,
+    content} returned (on the device). The step's t and noise are drawn for the whole global batch (process_draws),
+    and the batch runs in tc.accum micro-batches, each in tc.precision's autocast; DDP averages the gradients over
+    the W processes once, at the last micro-batch's backward."""
+    weights = {"code": tc.weight_code, "content": tc.weight_content}
+    draws = process_draws(diffusion, clean_parts(batch, table), net_rank(world), world)   # this process's rows
+    parts = micro_batches(batch, given, draws, tc.accum, world)
+    losses = {}
+    for i, (part, share) in enumerate(parts):
+        sync = i == len(parts) - 1 or world == 1
+        with (contextlib.nullcontext() if sync else net.no_sync()), autocast(batch["true_pos"].device, tc.precision):
+            out = puzzle_loss(net, diffusion, part["batch"], table=table, given=part["given"], weights=weights,
+                              t=part["t"], noise=part["noise"])
+            # out[k]: this micro-batch's mean over its generated entries of part k (code, content); share[k]: its
+            # fraction of the global batch's generated entries of k, times W. Summed over micro-batches and averaged
+            # over processes (DDP): the global batch's mean (out["loss"], this micro-batch's own weighted mean, is not)
+            shares = {k: out[k] * share[k] for k in share}
+            loss = sum(weights[k] * v for k, v in shares.items())
+        scaler.scale(loss).backward()
+        for k, v in {"loss": loss, **shares}.items():
+            losses[k] = losses.get(k, 0) + v.detach()
+    return losses
+
+
+def net_rank(world):
+    """This process's rank (0 without DDP)."""
+    return dist.get_rank() if world > 1 else 0
+
+
+def set_lr(opt, lr):
+    """Set every parameter group's learning rate; returns it."""
+    for group in opt.param_groups:
+        group["lr"] = lr
+    return lr
+
+
+def save_checkpoint(path, config, model, ema, opt, step):
+    """OUT/ckpt.pt = {format, config, model, ema, opt, step}, written to a temporary file, then renamed: a kill never
+    leaves a broken ckpt.pt."""
+    ckpt = {"format": FORMAT, "config": {"kind": config.puzzle.kind, **asdict(config)},
+            "model": model.state_dict(), "ema": ema.state_dict(), "opt": opt.state_dict(), "step": step}
+    torch.save(ckpt, path + ".tmp")
+    os.replace(path + ".tmp", path)
 
 def setup_distributed(device_arg):
     """DDP is on when torchrun sets RANK: nccl on CUDA, gloo on CPU. Returns (rank, world, device). On CUDA, fp32
@@ -278,7 +289,9 @@ def held_out_check(ema, diffusion, batch, table, config, kind):
 
 
 def ema_update(ema, model, decay):
-    """ema <- decay * ema + (1 - decay) * model, parameter by parameter."""
+    """ema <- decay * ema + (1 - decay) * model, parameter by parameter. The loop's decay grows as (1 + step) / (10 +
+    step) up to tc.ema_decay, so that the EMA soon leaves the random initial weights (0.999 is reached at step 8,990,
+    0.9999 at 89,990: shorter runs never reach it)."""
     with torch.no_grad():
         for pe, pm in zip(ema.parameters(), model.parameters()):
             pe.lerp_(pm, 1 - decay)

@@ -16,17 +16,20 @@ or your own pieces with sample.py --ckpt OUT/ckpt.pt.
 """
 import argparse
 import math
-from dataclasses import fields, replace
+from dataclasses import replace
+
+import torch
 
 import jpdvt
-from configs.paper import IMAGE, PAPER_ONLY
-from dit import CODES, CONFIGS
-from plumbing.checkpoint import Config, init_weights
-from plumbing.cli import UserError, add_train_flags, check_puzzle, grid, positive, user_errors
+from dit import CODES, CONFIGS, DiT, DiTConfig
+from plumbing.cli import UserError, add_train_flags, built, check_known, check_puzzle, grid, positive, user_errors
 from puzzles import ImageConfig, ImagePuzzles
 from sources.images import DATASETS
-from train import RunConfig, TrainConfig, resume, train
+from train import Config, RunConfig, TrainConfig, train
 
+PAPER_DATASETS = ("imagenet", "jpwleg3")          # the paper's settings by default (--no-paper: the tiny recipe)
+# the settings of a run: every key of the paper's table must be a field of one of them
+SETTINGS = (ImageConfig, DiTConfig, TrainConfig, Config)
 # piece size and gap of each dataset's usual protocol, when the flags leave them out
 PIECES = {"shapes": (16, 0), "folder": (64, 0), "imagenet": (64, 0), "jpwleg3": (96, 48)}
 
@@ -36,16 +39,18 @@ def make_config(args):
     size), then the paper's table where it applies, then the flags given."""
     dataset = args.dataset or "shapes"
     settings = {"dataset": dataset, "model": "tiny", "piece_size": PIECES[dataset][0], "gap": PIECES[dataset][1]}
-    if args.paper or (args.paper is None and dataset in PAPER_ONLY):
+    if args.paper or (args.paper is None and dataset in PAPER_DATASETS):
+        from configs.paper import IMAGE  # the paper's table: read only where it applies
         if dataset not in IMAGE:
             raise UserError(f"--paper: the paper has no experiment on --dataset {dataset}; use one of "
                             f"{', '.join(IMAGE)} (or drop --paper)")
+        check_known(IMAGE[dataset], SETTINGS, f"configs/paper.py's IMAGE[{dataset!r}]")
         settings |= {k: value for k, (value, why) in IMAGE[dataset].items()}
     flags = {k: v for k, v in vars(args).items() if v is not None}
     if "epochs" in flags and "max_steps" in flags:
         raise UserError("give --epochs or --max-steps, not both")
     settings |= flags
-    puzzle = ImageConfig(**{f.name: settings[f.name] for f in fields(ImageConfig) if f.name in settings})
+    puzzle = built(ImageConfig, settings)
     if puzzle.piece_size < 1 or puzzle.gap < 0:
         raise UserError(f"--piece-size must be >= 1 and --gap >= 0, got {puzzle.piece_size} and {puzzle.gap}")
     if not 0 <= puzzle.mix_shapes < 1 or (puzzle.mix_shapes and dataset == "shapes"):
@@ -70,12 +75,14 @@ def make_config(args):
                                               if puzzle.piece_size % d == 0)
     if puzzle.piece_size % patch:
         raise UserError(f"--patch-size {patch} must divide --piece-size {puzzle.piece_size}")
-    train_config = TrainConfig(**{f.name: settings[f.name] for f in fields(TrainConfig) if f.name in settings})
+    train_config = built(TrainConfig, settings)
     return Config(puzzle=puzzle, model=replace(model, patch_size=patch), train=train_config,
                   prediction=settings.get("prediction", "x0"))
 
 
 def main(args):
+    if args.resume or args.init:                 # a run that starts from a checkpoint
+        from plumbing.checkpoint import init_weights, resume
     if args.resume:
         config, start = resume(args, kind="image")
     else:
@@ -86,7 +93,9 @@ def main(args):
     kind = jpdvt.Images(config.puzzle, config.model)
     seed = config.train.seed
     held_out = ImagePuzzles(config.puzzle, "val", seed)          # model selection: never the test split
-    train(config, kind, ImagePuzzles(config.puzzle, "train", seed), held_out, run, start=start)
+    torch.manual_seed(config.train.seed)           # the same initial weights on every rank and every rerun
+    model = DiT(config.model)
+    train(config, kind, model, ImagePuzzles(config.puzzle, "train", seed), held_out, run, start=start)
 
 
 def get_parser():

@@ -21,18 +21,21 @@ Writes OUT/ckpt.pt and OUT/log.txt (the loop: train.py); --resume OUT/ckpt.pt co
 Solve test puzzles, order your own pieces or raise a video's frame rate with sample.py --ckpt OUT/ckpt.pt.
 """
 import argparse
-from dataclasses import fields, replace
+from dataclasses import replace
+
+import torch
 
 import jpdvt
-from configs.paper import PAPER_ONLY, VIDEO
-from plumbing.checkpoint import Config, init_weights
-from plumbing.cli import UserError, add_train_flags, check_puzzle, user_errors
+from plumbing.cli import UserError, add_train_flags, built, check_known, check_puzzle, user_errors
 from puzzles import VideoConfig, VideoPuzzles, curriculum_pieces
 from sources.vae import VAE_FACTOR, load_codec
 from sources.videos import FOLDER_VIDEOS, VIDEO_DATASETS
-from train import RunConfig, TrainConfig, resume, train
-from unet3d import CONFIGS
+from train import Config, RunConfig, TrainConfig, train
+from unet3d import CONFIGS, UNet3D, UNetConfig
 
+PAPER_DATASETS = ("clevrer", "ucf101", "qst")          # the paper's settings by default (--no-paper: the tiny recipe)
+# the settings of a run: every key of the paper's table must be a field of one of them
+SETTINGS = (VideoConfig, UNetConfig, TrainConfig, Config)
 # frame side when --size is left out: built-in digits 32, other datasets 64 (the shipped Moving MNIST models use
 # --size 32). The paper's settings override it: Moving MNIST 64, clevrer, ucf101 and qst 256 px frames, diffused as
 # 32 x 32 latents with --vae (configs/paper.py)
@@ -48,10 +51,12 @@ def make_config(args):
     dataset = args.dataset or "digits"
     settings = {"dataset": dataset, "model": "tiny", "size": SIZES[dataset], **RECIPE}
     paper = {}
-    if args.paper or (args.paper is None and dataset in PAPER_ONLY):
+    if args.paper or (args.paper is None and dataset in PAPER_DATASETS):
+        from configs.paper import VIDEO  # the paper's table: read only where it applies
         if dataset not in VIDEO:
             raise UserError(f"--paper: the paper has no experiment on --dataset {dataset}; use one of "
                             f"{', '.join(VIDEO)} (or drop --paper)")
+        check_known(VIDEO[dataset], SETTINGS, f"configs/paper.py's VIDEO[{dataset!r}]")
         paper = {k: value for k, (value, why) in VIDEO[dataset].items()}
         if paper.pop("vae", None) and args.vae is None and args.size is None:  # the paper's latents need your VAE
             raise UserError(f"--dataset {dataset} with the paper's settings diffuses 256 px frames as Stable "
@@ -66,11 +71,11 @@ def make_config(args):
                         f"{' with --vae' if settings.get('vae') else ''}, got {settings['size']}")
     if settings.get("curriculum"):
         settings["curriculum"] = check_curriculum(settings)
-    puzzle = VideoConfig(**{f.name: settings[f.name] for f in fields(VideoConfig) if f.name in settings})
+    puzzle = built(VideoConfig, settings)
     check_puzzle(puzzle)
     channels = load_codec(puzzle.vae).channels if puzzle.vae else puzzle.channels     # what the U-Net diffuses
     model = replace(cfg, in_channels=channels, frames_per_piece=puzzle.frames_per_piece)
-    train_config = TrainConfig(**{f.name: settings[f.name] for f in fields(TrainConfig) if f.name in settings})
+    train_config = built(TrainConfig, settings)
     return Config(puzzle=puzzle, model=model, train=train_config, prediction=settings.get("prediction", "x0"))
 
 
@@ -89,6 +94,8 @@ def check_curriculum(settings):
 
 
 def main(args):
+    if args.resume or args.init:                 # a run that starts from a checkpoint
+        from plumbing.checkpoint import init_weights, resume
     if args.resume:
         config, start = resume(args, kind="video")
     else:
@@ -100,7 +107,9 @@ def main(args):
     codec = load_codec(config.puzzle.vae) if config.puzzle.vae else None
     seed = config.train.seed
     held_out = VideoPuzzles(config.puzzle, "val", seed)         # model selection: never the test split
-    train(config, kind, VideoPuzzles(config.puzzle, "train", seed), held_out, run, start=start,
+    torch.manual_seed(config.train.seed)           # the same initial weights on every rank and every rerun
+    model = UNet3D(config.model)
+    train(config, kind, model, VideoPuzzles(config.puzzle, "train", seed), held_out, run, start=start,
           encode=codec.encode_batch if codec else None)
 
 

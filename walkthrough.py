@@ -72,7 +72,7 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
         torch.manual_seed(0)            # diffusion.draw's first draws: t (given here), then the code's noise, then
         # the content's, as drawn above; so the code part of this loss is the MSE above
         # as trained (a loaded checkpoint's config.train is the dict stored; train.resume makes it a TrainConfig)
-        weights = {"code": config.train["weight_code"], "content": config.train["weight_content"]}
+        weights = {"code": config.train.weight_code, "content": config.train.weight_content}
         loss = puzzle_loss(model, diffusion, batch, table=table, given=given, weights=weights, t=t)
     mse = ((pred - x0) ** 2)[~given].mean()
     show("prediction", pred, f"(B, N, {dim}): the network's x0 estimate; MSE {mse:.2e} over the "

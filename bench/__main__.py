@@ -137,7 +137,7 @@ def finished(recipe, out_root):
     if not os.path.exists(path):
         return False
     ckpt = load_checkpoint(path)
-    return ckpt["step"] >= ckpt["config"].train["max_steps"]
+    return ckpt["step"] >= ckpt["config"].train.max_steps
 
 
 def record_gpu(path):

@@ -31,7 +31,7 @@ def probe(path, puzzles=200, seed=0):
     model.load_state_dict(ckpt["ema"])
     model.eval()
     diffusion = GaussianDiffusion(1000, config.prediction)
-    val = puzzle_set(config.puzzle, "val", config.train["seed"])     # train: the stored dict
+    val = puzzle_set(config.puzzle, "val", config.train.seed)
     batch = collate([val[i] for i in range(min(puzzles, len(val)))])
     table, given = kind.table(), given_codes(batch, kind.anchored)
     fn = model_fn(model, batch["missing"], given)

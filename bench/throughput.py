@@ -21,7 +21,8 @@ import jpdvt
 from diffusion import GaussianDiffusion
 from dit import CONFIGS as DIT_CONFIGS
 from dit import DiT
-from jpdvt import SampleOptions, autocast, given_codes, puzzle_loss, solve
+from jpdvt import SampleOptions, given_codes, puzzle_loss, solve
+from plumbing.cli import autocast
 from posenc import grid_table
 from puzzles import ImageConfig, collate, puzzle_set, to_device
 

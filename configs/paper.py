@@ -4,8 +4,8 @@ The paper's settings for each of its experiments, in one table to check line by 
 value with its citation.
 
 The table replaces the tiny CPU recipe's defaults, and the flags given replace it (each training script's make_config).
-It applies to the datasets that only the paper's setting makes sense on (`PAPER_ONLY`; `--no-paper` turns it off) and
-to any dataset of the table with `--paper`.
+It applies by default to the datasets that only the paper's setting makes sense on (each training script's
+`PAPER_DATASETS`; `--no-paper` turns it off) and to any dataset of the table with `--paper`.
 
     python train_image.py --dataset imagenet --data-dir /data/imagenet --grid 3      # the paper's ImageNet 3x3 (gaps)
     python train_video.py --dataset movingmnist --data-dir mnist_test_seq.npy --pieces 10 --frames-per-piece 2 --paper
@@ -61,4 +61,3 @@ VIDEO = {
     "ucf101": {**VIDEO_COMMON, "frame_stride": (2, STRIDE), "size": (256, LATENT), "vae": ("required", LATENT)},
     "qst": {**VIDEO_COMMON, "frame_stride": (2, STRIDE), "size": (256, LATENT), "vae": ("required", LATENT)},
 }
-PAPER_ONLY = ("imagenet", "jpwleg3", "clevrer", "ucf101", "qst")

@@ -1,45 +1,30 @@
 """
 Reading a checkpoint, `ckpt.pt` = {format, config, model, ema, opt, step} (train.py writes it), and starting a run from
-one with --init (fine-tuning its EMA weights; --resume is train.resume). Not in the paper.
+one: --init (fine-tuning its EMA weights) or --resume (continuing it exactly). Not in the paper.
 
 Loads run no code (weights_only). A setting the checkpoint lacks takes its dataclass default; one this version does
 not know is refused, named. Shipped checkpoints hold the EMA weights only (model and opt empty) and may carry the
-sampling chosen for them on val ("sampling"): they can be sampled and fine-tuned, not resumed.
+sampling chosen for them ("sampling", with where it was chosen: "chosen" val or test): they can be sampled and
+fine-tuned, not resumed.
 
     ckpt = load_checkpoint("out/run/ckpt.pt", kind="image")        # ckpt["config"] is a Config
 """
 import os
 import pickle
 import zipfile
-from dataclasses import dataclass, fields
-from typing import Any, Union
+from dataclasses import fields, replace
 
 import torch
 
 from dit import DiTConfig
 from plumbing.cli import UserError
-from puzzles import ImageConfig, VideoConfig
+from puzzles import ImageConfig, VideoConfig, puzzle_set
+from train import FORMAT, Config, RunConfig, TrainConfig
 from unet3d import UNetConfig
 
-FORMAT = 3                                   # 1 had no "format" key; 3 dropped the training files' record
-
-
-
-@dataclass
-class Config:
-    """A run's settings, stored in its checkpoint: the puzzles, the network, the training and the network's target.
-    `train` is a train.TrainConfig; read from a checkpoint, the dict stored (train.resume types it)."""
-    puzzle: Union[ImageConfig, VideoConfig]
-    model: Union[DiTConfig, UNetConfig]
-    train: Any
-    prediction: str = "x0"                   # eps (the paper's text) or x0 (the authors' code)
-
-
 PARTS = {"image": (ImageConfig, DiTConfig), "video": (VideoConfig, UNetConfig)}
-
-
 def load_checkpoint(path, kind=None):
-    """Load safely (weights_only: no code runs), ckpt["config"] a train.Config; kind = "image" | "video" checks what
+    """Load safely (weights_only: no code runs), ckpt["config"] a Config; kind = "image" | "video" checks what
     the checkpoint holds."""
     if not os.path.isfile(path):
         raise UserError(f"checkpoint {path} does not exist; pass the ckpt.pt written by a training run")
@@ -66,7 +51,7 @@ def load_checkpoint(path, kind=None):
                         "use a checkpoint written by this version")
     puzzle, model = PARTS[d["kind"]]
     ckpt["config"] = Config(puzzle=typed(puzzle, d["puzzle"], path), model=typed(model, d["model"], path),
-                            train=d["train"], prediction=d.get("prediction", "x0"))
+                            train=typed(TrainConfig, d["train"], path), prediction=d.get("prediction", "x0"))
     if kind is not None and d["kind"] != kind:
         raise UserError(f"checkpoint {path} holds the {d['kind']} model, not the {kind} model; pass it to "
                         f"train_{d['kind']}.py, or give this command a train_{kind}.py checkpoint")
@@ -97,3 +82,54 @@ def init_weights(path, config):
         raise UserError(f"--init {path} predicts {src['config'].prediction} and this run {config.prediction}; pass "
                         f"--prediction {src['config'].prediction} to fine-tune it")
     return {"model": None, "ema": src["ema"], "opt": None, "step": 0}
+
+
+def resume(args, kind):
+    """(config, checkpoint) of --resume: the checkpoint's settings whole, with --max-steps, the checks' intervals and
+    --data-dir (the same data, moved) if given; any other setting flag is refused. --out defaults to the checkpoint's
+    folder."""
+    if args.init:
+        raise UserError("--init starts a new run from a checkpoint's weights and --resume continues a run; give one")
+    ckpt = load_checkpoint(args.resume, kind)
+    if not ckpt.get("opt"):
+        raise UserError(f"checkpoint {args.resume} holds EMA weights only (a shipped checkpoint) and cannot be "
+                        "resumed; fine-tune it with --init, or resume from a training run's ckpt.pt")
+    kept = {f.name for f in fields(RunConfig)} | {"resume", "max_steps", "ckpt_every", "eval_every", "data_dir"}
+    given = [k for k, v in vars(args).items() if v is not None and k not in kept]
+    if given:
+        raise UserError(f"--{given[0].replace('_', '-')} cannot be given with --resume: a resumed run keeps its "
+                        "checkpoint's settings; drop it, or start a new run from its weights with --init")
+    config = ckpt["config"]
+    for name in ("max_steps", "ckpt_every", "eval_every"):
+        if getattr(args, name) is not None:
+            setattr(config.train, name, getattr(args, name))
+    if args.data_dir is not None:
+        config.puzzle = moved_data(config.puzzle, args.data_dir)
+    args.out = args.out or os.path.dirname(os.path.abspath(args.resume))
+    return config, ckpt
+
+
+def moved_data(puzzle, data_dir):
+    """The puzzle settings with the data folder moved to `data_dir`, after checking that it splits its files as the
+    old folder did (where the old folder is still there) and holds training files: a file's split follows from its
+    path inside the folder (sources/files.py), so the same files split the same wherever the folder lies."""
+    new = replace(puzzle, data_dir=data_dir)
+    old_files = split_files(puzzle) if puzzle.data_dir and os.path.exists(puzzle.data_dir) else None
+    new_files = split_files(new)
+    if old_files is not None and old_files != new_files:
+        raise UserError(f"--data-dir {data_dir} does not hold the files of {puzzle.data_dir} in the same splits; "
+                        "resume with the folder the run trained on, or start a new run with --init")
+    if new_files and not new_files["train"]:
+        raise UserError(f"--data-dir {data_dir} holds no training files; pass the folder the run trained on")
+    return new
+
+
+def split_files(puzzle):
+    """{split: the sorted file names inside the data folder} of a folder dataset (None for generated data)."""
+    out = {}
+    for split in ("train", "val", "test"):
+        files = puzzle_set(puzzle, split).files
+        if files is None:
+            return None
+        out[split] = sorted(os.path.relpath(f, puzzle.data_dir) for f in files)
+    return out

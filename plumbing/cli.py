@@ -12,6 +12,7 @@ file and says what to do; `user_errors` turns it into one `error: ...` line and 
 """
 import argparse
 import contextlib
+import dataclasses
 import math
 import os
 import re
@@ -231,3 +232,40 @@ def cpu_threads(device, world, workers):
         per_machine = int(os.environ.get("LOCAL_WORLD_SIZE", world))
         torch.set_num_threads(max(1, cores // per_machine - workers))
     return torch.get_num_threads()
+
+
+def arithmetic(device, precision):
+    """What --precision means on `device`: fp32, bf16 or fp16 (auto: bf16 on CUDA, fp32 on CPU and mps)."""
+    if precision == "auto":
+        return "bf16" if device.type == "cuda" else "fp32"
+    return precision
+
+
+def autocast(device, precision):
+    """The autocast region of --precision (auto: bf16 on CUDA, none on CPU and mps); the weights stay fp32."""
+    precision = arithmetic(device, precision)
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
+
+
+# ----------------------------------------------------------------------------
+# Settings: dataclass defaults, then the paper's table, then the flags (each script's make_config)
+# ----------------------------------------------------------------------------
+
+NOT_FIELDS = {"model", "epochs", "paper", "resume", "init"}   # keys of a script's settings that name no field: the
+# network's size, --epochs (sets max_steps) and how a run starts
+
+
+def built(cls, settings):
+    """cls from the keys of `settings` that are its fields (the others belong to the run's other dataclasses)."""
+    return cls(**{f.name: settings[f.name] for f in dataclasses.fields(cls) if f.name in settings})
+
+
+def check_known(settings, classes, source):
+    """Refuse, named, a key of `settings` (from `source`, e.g. the paper's table) that is a field of none of `classes`:
+    a mistyped key must not be dropped without a word."""
+    known = NOT_FIELDS | {f.name for cls in classes for f in dataclasses.fields(cls)}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise UserError(f"{source} has a setting that jpdvt does not know: {unknown[0]}; correct or remove it")

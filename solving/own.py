@@ -1,13 +1,15 @@
 """
-Solving your own data with a trained checkpoint (sample.py's flags): a folder of pieces nobody has solved (--pieces,
---frames) and temporal super-resolution of test clips or of your own clip (--superres, --video). The loaded checkpoint
-is a jpdvt.Solver; the bag itself (solving/bag.py) is what Solver.solve runs. Paper: the supplement's "Downstream Task:
-Temporal Super-resolution" (--superres); the rest is not in the paper (pieces of your own, pins, their confidence).
+Solving your own data with a trained checkpoint: a folder of pieces nobody has solved (--pieces, --frames) and
+temporal super-resolution of test clips or of your own clip (--superres, --video). The loaded checkpoint is a
+solving.solver.Solver; the bag itself (solving/bag.py) is what Solver.solve runs. Paper: the supplement's "Downstream
+Task: Temporal Super-resolution" (--superres); the rest is not in the paper (pieces of your own, pins, confidence).
 
-    python sample.py --ckpt checkpoints/image-photos-3x3.pt --pieces my_pieces/          # solved.png, arrangement.json
-    python sample.py --ckpt checkpoints/video-mmnist-10x2.pt --frames my_clips/          # order.json
-    result = jpdvt.load("checkpoints/image-photos-3x3.pt").solve(pieces)                # a Result
+    python -m solving.own --ckpt checkpoints/image-photos-3x3.pt --pieces my_pieces/    # solved.png, arrangement.json
+    python -m solving.own --ckpt checkpoints/video-mmnist-10x2.pt --frames my_clips/    # order.json
+    python -m solving.own --ckpt out/video/ckpt.pt --superres 1        # 1 generated piece between given ones
+    result = jpdvt.load("checkpoints/image-photos-3x3.pt").solve(pieces)              # a Result
 """
+import argparse
 import json
 import os
 from dataclasses import replace
@@ -16,13 +18,15 @@ import numpy as np
 import torch
 from PIL import Image
 
-from plumbing.cli import UserError
+from plumbing.cli import UserError, grid, non_negative, positive, user_errors
 from puzzles import VideoPuzzles, video_tensor
 from solving.bag import CONFIDENCE_SAMPLES
 from solving.pictures import video_row, write_rows
+from solving.solver import add_solver_flags, open_solver
 from sources.files import fit_channels, read_video
 
 SUPERRES_CLIPS = 4          # test clips --superres pictures
+INPUTS = {"image": ("pieces",), "video": ("frames", "superres", "video")}   # the inputs each kind of checkpoint takes
 # the shipped photo model trained with missing pieces (0 to 3 of 9): the one to use for a bag with holes
 MASKED_MODEL = "checkpoints/image-photos-3x3-missing.pt"
 
@@ -171,3 +175,69 @@ def solve_pieces(args, solver):
     picture = "" if video else f" and {os.path.join(args.out, 'solved.png')}"
     print(f"{len(names)} pieces solved{sure}; wrote {path}{picture}")
     return report
+
+
+# ----------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------
+
+def main(args):
+    inputs = [flag for flag in ("pieces", "frames", "superres", "video") if getattr(args, flag)]
+    if not inputs:
+        raise UserError("give your data: --pieces DIR (image checkpoints), --frames DIR or --superres K (video "
+                        "checkpoints); to score test puzzles, run sample.py")
+    if args.video and not args.superres:
+        raise UserError("--video names a clip to raise the frame rate of: add --superres K (to order pieces of your "
+                        "own, put them in a folder and pass --frames DIR)")
+    solver = open_solver(args, own=True)
+    kind = solver.config.puzzle.kind
+    wrong = [flag for flag in inputs if flag not in INPUTS[kind]]
+    if wrong:
+        raise UserError(f"--{wrong[0]} does not apply to {args.ckpt}, which holds the {kind} model; its input is "
+                        f"{' or '.join('--' + f for f in INPUTS[kind][:2])}")
+    if args.grid and tuple(args.grid) != tuple(solver.config.puzzle.grid):
+        trained = "x".join(map(str, solver.config.puzzle.grid))
+        raise UserError(f"--grid {'x'.join(map(str, args.grid))} has other codes than the {trained} grid {args.ckpt} "
+                        f"trained on; drop --grid or use --grid {trained} (fewer pieces than cells: the empty cells "
+                        "are missing pieces, drawn by a model trained with --missing)")
+    folder = args.pieces or args.frames
+    args.out = args.out or (os.path.normpath(folder) + "_solved" if folder else os.path.join(
+        os.path.dirname(os.path.abspath(args.ckpt)), "samples", os.path.splitext(os.path.basename(args.ckpt))[0] +
+        "-superres"))
+    os.makedirs(args.out, exist_ok=True)
+    return superres(args, solver) if args.superres else solve_pieces(args, solver)
+
+
+def get_parser():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_solver_flags(p)
+    p.add_argument("--pieces", default=None,
+                   help="image checkpoints: solve a folder of piece images in any order and with any names (resized to "
+                        "the model's piece size; cells beyond them are missing and generated); writes solved.png and "
+                        "arrangement.json, each piece with its confidence (the share of at least 8 samples that put "
+                        "it there)")
+    p.add_argument("--frames", default=None,
+                   help="video checkpoints: order a folder of pieces (an image per frame for 1-frame pieces, else a "
+                        "clip or frame folder per piece); writes order.json")
+    p.add_argument("--grid", type=grid, default=None,
+                   help="--pieces: the grid, which must be the one the model trained on (default: the checkpoint's); "
+                        "fewer pieces than cells leave cells for a model trained with --missing to draw")
+    p.add_argument("--pin", action="append", default=[], metavar="FILE=ROW,COL",
+                   help="a piece whose place you know (repeatable), for models trained with --anchor; video models: "
+                        "FILE=0 names the first piece")
+    p.add_argument("--superres", type=non_negative, default=0,
+                   help="video checkpoints: generate K pieces between each pair of given pieces (K frames with 1-frame "
+                        "pieces), of test clips (--data-dir, --num-puzzles) or of --video")
+    p.add_argument("--video", default=None, help="with --superres: your own clip (a file or a frame folder)")
+    p.add_argument("--data-dir", default=None, help="--superres of test clips: the data folder (default: the training "
+                                                    "run's)")
+    p.add_argument("--num-puzzles", type=positive, default=SUPERRES_CLIPS,
+                   help=f"--superres of test clips: how many (at most {SUPERRES_CLIPS})")
+    p.add_argument("--out", default=None, help="output folder (default: DIR_solved next to --pieces/--frames DIR; "
+                                               "--superres: samples/CKPT-superres/ next to the checkpoint)")
+    return p
+
+
+if __name__ == "__main__":
+    with user_errors():
+        main(get_parser().parse_args())
