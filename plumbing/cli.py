@@ -86,12 +86,12 @@ def finite_float(allow_zero):
 
 
 positive_float = finite_float(allow_zero=False)   # e.g. --lr
-loss_weight = finite_float(allow_zero=True)       # --weight-code, --weight-content
+non_negative_float = finite_float(allow_zero=True)   # --weight-code, --weight-content, --clip
 
 
 def decay(text):
     """argparse type: an EMA decay, a number in [0, 1)."""
-    v = loss_weight(text)
+    v = non_negative_float(text)
     if v >= 1:
         raise argparse.ArgumentTypeError(f"must be below 1 (0.9999 is the authors'), got {text}")
     return v
@@ -140,11 +140,13 @@ def add_train_flags(p, defaults):
     p.add_argument("--ema-decay", type=decay,
                    help=f"largest decay of the EMA of the weights used for sampling; it grows as (1 + step) / (10 + "
                         f"step) up to this (default {d.ema_decay}; paper settings: 0.9999, the authors' and DiT's)")
-    p.add_argument("--weight-code", type=loss_weight, help=f"loss weight of the positional codes (default "
+    p.add_argument("--weight-code", type=non_negative_float, help=f"loss weight of the positional codes (default "
                                                            f"{d.weight_code})")
-    p.add_argument("--weight-content", type=loss_weight,
+    p.add_argument("--weight-content", type=non_negative_float,
                    help=f"loss weight of missing pieces' content (default {d.weight_content}); each part's loss is a "
                         "mean over its generated entries, so this weight does not grow with the number missing")
+    p.add_argument("--clip", type=non_negative_float,
+                   help=f"clip the gradient's norm at this, 0 = no clipping (default {d.clip}; the paper states none)")
     p.add_argument("--precision", choices=PRECISIONS, help=f"training precision (default {d.precision})")
     p.add_argument("--seed", type=non_negative,
                    help=f"seed of the data stream, noise and initial weights (default {d.seed})")
@@ -162,8 +164,8 @@ def add_train_flags(p, defaults):
                                                "--resume the checkpoint's folder)")
     p.add_argument("--resume", default=None,
                    help="continue this ckpt.pt exactly, with its settings: only --max-steps, --ckpt-every, "
-                        "--eval-every and how the process runs (--out, --device, --workers, --compile, --log-every) "
-                        "may be given")
+                        "--eval-every, --data-dir (the same data, moved) and how the process runs (--out, --device, "
+                        "--workers, --compile, --log-every) may be given")
     p.add_argument("--init", default=None,
                    help="fine-tune: start from this checkpoint's (EMA) weights with a fresh optimizer at step 0")
     p.add_argument("--device", default="auto",
