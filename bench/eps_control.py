@@ -13,7 +13,7 @@ batch 64, gradient clipped at 1, EMA as train.py's), its own short loop (not tra
 At each --checks step: the EMA's piece and puzzle accuracy on --puzzles val puzzles (jpdvt.solve, DDIM-20, no
 anchor), the raw network's too, and a one-call probe (bench/eps_probe.py's: true codes noised to t, one call,
 pieces placed by x0_hat alone) at a few t. With --record, a row `eps-control ARM` (group eps) holds the last check
-and the curve.
+and the curve (`--arm noisy-code`: the probe's baseline, no network, row `eps-control noisy-code`).
 
     OMP_NUM_THREADS=2 python -m bench.eps_control --arm x0 --steps 3000 --record
     OMP_NUM_THREADS=2 python -m bench.eps_control --arm eps --steps 3000 --record
@@ -78,7 +78,8 @@ def solve_acc(model, diffusion, batch, table, given):
 
 @torch.no_grad()
 def probe(model, diffusion, batch, table, given):
-    """{t: piece accuracy of one call's x0_hat}: the true codes noised to t, pieces placed by x0_hat (Hungarian)."""
+    """{t: piece accuracy of one call's x0_hat}: the true codes noised to t, pieces placed by x0_hat (Hungarian).
+    model None: placed by the noisy code itself, no network (the probe's baseline, as bench/eps_probe.py's)."""
     x0 = jpdvt.clean_parts(batch, table)
     masks = {"code": ~given, "content": batch["missing"]}
     fn, out = jpdvt.model_fn(model, batch["missing"], given), {}
@@ -86,10 +87,19 @@ def probe(model, diffusion, batch, table, given):
         g = torch.Generator().manual_seed(step)
         t = torch.full((len(given),), step, dtype=torch.long)
         noisy = diffusion.noise_parts(x0, masks, t, {k: torch.randn(v.shape, generator=g) for k, v in x0.items()})
-        code, _ = diffusion.predict_x0_eps(noisy["code"], t, fn(noisy, t)["code"])         # (B, N, D)
+        code = noisy["code"]                                                                 # (B, N, D)
+        if model is not None:
+            code, _ = diffusion.predict_x0_eps(code, t, fn(noisy, t)["code"])
         positions = assign_batch(torch.cdist(code, table[None].expand(len(code), -1, -1)), "hungarian")
         out[step] = round(piece_accuracy(positions, batch["true_pos"].numpy()), 4)
     return out
+
+
+def val_set(puzzles, seed):
+    """(batch, given): the first `puzzles` val puzzles with the cue channel, no code told."""
+    val = puzzle_set(PUZZLE, "val", seed)
+    batch = with_cue(collate([val[i] for i in range(puzzles)]))
+    return batch, jpdvt.given_codes(batch, anchored=False)
 
 
 def run(arm, steps, checks, puzzles, batch_size=64, lr=2e-3, warmup=100, ema_decay=0.999, seed=0, log=print):
@@ -101,9 +111,7 @@ def run(arm, steps, checks, puzzles, batch_size=64, lr=2e-3, warmup=100, ema_dec
     ema = copy.deepcopy(model).eval().requires_grad_(False)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     table = grid_table(*PUZZLE.grid)                                             # (9, 32)
-    stream, val = puzzle_set(PUZZLE, "train", seed), puzzle_set(PUZZLE, "val", seed)
-    val_batch = with_cue(collate([val[i] for i in range(puzzles)]))
-    val_given = jpdvt.given_codes(val_batch, anchored=False)
+    stream, (val_batch, val_given) = puzzle_set(PUZZLE, "train", seed), val_set(puzzles, seed)
     curve, start = [], time.time()
     for step in range(steps):
         batch = train_batch(stream, step, batch_size)
@@ -141,7 +149,9 @@ def run(arm, steps, checks, puzzles, batch_size=64, lr=2e-3, warmup=100, ema_dec
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--arm", required=True, choices=ARMS, help="x0, eps, or x0-snr (x0 output, eps's weighting)")
+    p.add_argument("--arm", required=True, choices=[*ARMS, "noisy-code"],
+                   help="x0, eps, x0-snr (x0 output, eps's weighting), or noisy-code (no training: the probe's "
+                        "baseline, pieces placed by the noisy code alone)")
     p.add_argument("--steps", type=int, default=3000, help="training steps (default 3000)")
     p.add_argument("--checks", default="200,400,1000,2000,3000",
                    help="comma-separated steps of the val checks (default 200,400,1000,2000,3000; the last step "
@@ -156,10 +166,23 @@ def main():
         sys.exit(f"--checks {a.checks!r} is not a comma-separated list of steps; pass e.g. 200,400,1000")
     if a.steps < 1 or a.puzzles < 1:
         sys.exit("--steps and --puzzles must be at least 1; pass positive counts")
+    from bench.report import save_result
+    threads = os.environ.get("OMP_NUM_THREADS")
+    if a.arm == "noisy-code":
+        batch, given = val_set(a.puzzles, a.seed)
+        accs = probe(None, GaussianDiffusion(1000, "x0"), batch, grid_table(*PUZZLE.grid), given)
+        print(json.dumps(accs))
+        if a.record:
+            save_result("eps-control noisy-code", {
+                "group": "eps", "train_minutes": 0.0, "metrics": {"probe_noisy_code": accs, "split": "val",
+                                                                  "num_puzzles": a.puzzles},
+                "command": f"python -m bench.eps_control --arm noisy-code --puzzles {a.puzzles} --seed {a.seed} "
+                           "--record",
+                "note": "the probe's baseline of the eps-control rows: the same val puzzles and noise, each piece "
+                        "placed by its noisy code alone (no network)"})
+        return
     curve = run(a.arm, a.steps, checks, a.puzzles, seed=a.seed)
     if a.record:
-        from bench.report import save_result
-        threads = os.environ.get("OMP_NUM_THREADS")
         command = f"python -m bench.eps_control --arm {a.arm} --steps {a.steps} --checks {a.checks} " \
                   f"--puzzles {a.puzzles} --seed {a.seed} --record"
         prediction, snr = ARMS[a.arm]
