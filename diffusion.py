@@ -2,20 +2,19 @@
 Conditional DDPM over several named parts at once, as JPDVT uses it.
 
 Paper: Sec. 3.1, "Masked Jigsaw Transformer Diffusion", and the supplement "Conditional Diffusion Models".
-A puzzle state is a dict of parts, e.g. {"code": L (B, N, D), "content": E (B, N, C, H, W)}, D = 32 for images
-and 16 for videos. Each part has a
-mask of the entries that are *generated*: positional codes of every piece (except an anchored one), and the
-content of missing pieces. Unmasked entries are known and stay clean at every step, which is the paper's
+A puzzle state is a dict of parts, e.g. {"code": L (B, N, D), "content": E (B, N, C, H, W)}: D is the image model's
+code_dim (the text's 32, or the authors' 8 copied onto every token: (B, N, K, 8)) and 16 for videos. Each part has a
+mask of the entries that are *generated*: positional codes of every piece (except an anchored one), and the content
+of missing pieces. Unmasked entries are known and stay clean at every step, which is the paper's
 q(L_t, E^m_t | L_0, E^m_0, E^g) and p(L_{t-1}, E^m_{t-1} | L_t, E^m_t, E^g), in its notation: L the positional
 codes, E^m the missing pieces' content, E^g the given pieces' content.
 
 - Forward process: linear betas (1e-4 .. 0.02), T = 1000;  q_sample(x0, t) = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps.
 - The network predicts either eps, the noise (the paper's text), or x0, the clean target. Either way it is the same
   method, sampled the same way; only the output differs, and with it how the loss weighs the steps: an eps error is
-  an x0 error times sqrt(SNR(t)), SNR = abar / (1 - abar). The loss is a weighted sum
-  of per-part MSEs over generated entries only. Both training scripts and every shipped checkpoint predict x0, for
-  images and videos alike, as the authors' released video code does: eps, which the paper's text writes, stayed at
-  chance here (README, "Differences from the paper").
+  an x0 error times sqrt(SNR(t)), SNR = abar / (1 - abar). The loss is a weighted sum of per-part MSEs over
+  generated entries only. The scripts predict x0 by default, as the authors' released code does (README,
+  "Differences from the paper").
 - Sampling: ancestral DDPM (`p_sample`) or deterministic DDIM (`ddim_sample`, eta = 0), over all T steps or a
   respaced subset (`timesteps`), re-imposing the known (unmasked) entries after every step.
 

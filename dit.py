@@ -3,13 +3,14 @@ The diffusion vision transformer (DiT) that solves image jigsaw puzzles.
 
 Paper: "Solving image jigsaw puzzles" (Sec. 3.2) and the supplement "Diffusion Vision Transformer architecture":
 a ViT with adaLN-Zero timestep conditioning (Peebles & Xie 2023). Pieces are cut into ViT patches no larger
-than a piece (a 64 px piece with 16 px patches is 16 tokens); each piece's noisy 32-d positional code goes
-through an MLP and is added to all its tokens. There is no positional embedding over pieces: the set is
-unordered and the network is permutation-equivariant over pieces. Outputs: a 32-d code per piece (tokens
-pooled per piece) and the pixels of every piece (used for missing pieces: noised content in, denoised out).
+than a piece (a 64 px piece with 16 px patches is 16 tokens). The noisy positional codes go through an MLP and are
+added to the tokens: with codes "piece" (the text) one D-d code per piece, added to all its tokens; with codes "token"
+(the authors' released code) a copy per token, each noised on its own. There is no positional embedding over
+pieces: the set is unordered and the network is permutation-equivariant over pieces. Outputs: the codes (pooled
+per piece, or one per token) and the pixels of every piece (used for missing pieces: noised content in, denoised out).
 
     model = DiT(CONFIGS["tiny"])
-    code_out, content_out = model(code, content, t, missing, given)   # (B, N, 32), (B, N, 3, P, P)
+    code_out, content_out = model(code, content, t, missing, given)   # (B, N, D) or (B, N, K, D), (B, N, 3, P, P)
 """
 import math
 from dataclasses import dataclass

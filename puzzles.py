@@ -106,11 +106,6 @@ def collate(items):
     return {k: torch.stack([it[k] for it in items]) for k in items[0]}
 
 
-def to_device(batch, device):
-    """A batch dict with every tensor on `device`."""
-    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-
-
 # ----------------------------------------------------------------------------
 # Image puzzles
 # ----------------------------------------------------------------------------

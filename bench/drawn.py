@@ -22,7 +22,7 @@ import torch
 
 from bench.report import save_result
 from jpdvt import load
-from puzzles import collate, puzzle_set, to_device
+from puzzles import collate, puzzle_set
 from solving.pictures import assemble, save_png, stack
 
 
@@ -54,7 +54,7 @@ def measure(solver, missing, passes=8):
     kind = type(solver.kind)(puzzle, solver.config.model)
     for seed in range(1, passes + 1):
         data = puzzle_set(kind.p, "val", seed)
-        batch = to_device(collate([data[i] for i in range(len(data))]), solver.device)
+        batch = {k: v.to(solver.device) for k, v in collate([data[i] for i in range(len(data))]).items()}
         solver.opts.generator.manual_seed(seed)
         positions, content = solver.solve_batch(batch)
         if first is None:

@@ -24,7 +24,7 @@ from dit import DiT
 from jpdvt import SampleOptions, given_codes, puzzle_loss, solve
 from plumbing.cli import autocast
 from posenc import grid_table
-from puzzles import ImageConfig, collate, puzzle_set, to_device
+from puzzles import ImageConfig, collate, puzzle_set
 
 # dense bf16 tensor-core peak, TFLOP/s (vendor data sheets, without sparsity); the first name that occurs in
 # torch.cuda.get_device_name() is used
@@ -85,7 +85,7 @@ def measure(device, steps=10, only=None):
             continue
         kind = jpdvt.kind_of(puzzle)
         data = puzzle_set(puzzle, "train", 0)
-        b = to_device(collate([data[i] for i in range(batch)]), device)
+        b = {k: v.to(device) for k, v in collate([data[i] for i in range(batch)]).items()}
         table, given, flops = kind.table().to(device), given_codes(b, kind.anchored), None
         for precision, compiled in PRECISIONS:
             train_step, model = train_step_of(kind, net_cfg, b, device, precision, compiled)
