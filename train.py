@@ -5,17 +5,18 @@ Paper: the objective of Sec. 3.1, "Masked Jigsaw Transformer Diffusion" (jpdvt.p
 supplement's "Image Experiments" and "Video Experiments" state (their batch sizes, learning rates and steps are the
 table of configs/paper.py). Gradient clipping, warm-up, the EMA and the held-out check are not stated in the paper.
 
-One step: a batch of puzzles -> jpdvt.puzzle_loss -> backward -> clip the gradient at 1 -> AdamW step -> EMA of the
-weights (used for sampling) -> log; every so many steps a held-out check and a checkpoint.
+One step: a batch of puzzles -> jpdvt.puzzle_loss -> backward (loss_backward) -> clip the gradient (--clip) -> AdamW
+step -> EMA of the weights (used for sampling) -> log; every so many steps a held-out check and a checkpoint.
 - DDP is on when torchrun sets RANK (rank 0 writes). --batch-size is the global batch B: each of W processes takes
   B / W puzzles a step, in --accum micro-batches.
 - Exact resume: step s trains on stream positions s*B ... s*B + B - 1, and its noise is seeded by (seed, s). Every
   process draws the whole batch's t and noise and keeps its own rows, so W processes train as one process would.
   (fp16's loss scale is not stored: it restarts on resume.)
 - The checkpoint, OUT/ckpt.pt: {format, config, model, ema, opt, step}, written to a temporary file, then renamed
-  (a shipped checkpoint keeps the EMA only, with the sampling chosen for it on val: bench/export.py).
+  (a shipped checkpoint keeps the EMA only, with the sampling chosen for it: bench/export.py).
 
-    train(config, kind, train_set, held_out, run)   # built by train_image.py or train_video.py
+    torch.manual_seed(config.train.seed); model = DiT(config.model)      # train_image.py (train_video.py: UNet3D)
+    train(config, kind, model, train_set, held_out, run)
 """
 import contextlib
 import copy
@@ -84,10 +85,9 @@ class RunConfig:
 def train(config, kind, model, train_set, held_out, run, start=None, encode=None):
     """
     Train `model` (config's network, its initial weights drawn from seed tc.seed) on `train_set` (a map-style dataset
-    indexed by stream position), from those weights or
-    from `start` (a checkpoint dict: --resume, or --init's EMA weights at step 0); check its EMA on the first puzzles of
-    `held_out`. kind: jpdvt.Images or jpdvt.Videos. encode(batch) -> batch runs on the device before the loss (frames
-    -> autoencoder latents).
+    indexed by stream position), from those weights or from `start` (a checkpoint dict: --resume, or --init's EMA
+    weights at step 0); check its EMA on the first puzzles of `held_out`. kind: jpdvt.Images or jpdvt.Videos.
+    encode(batch) -> batch runs on the device before the loss (frames -> autoencoder latents).
     """
     tc = config.train
     rank, world, device = setup_distributed(run.device)
@@ -112,14 +112,8 @@ def train(config, kind, model, train_set, held_out, run, start=None, encode=None
     log = Log(run.out, rank, world, step, tc.max_steps)
     if start is not None and start["opt"]:
         log.write(f"resuming at step {step}")
-    puzzle = asdict(config.puzzle)             # a size the network also holds (piece_size, frames_per_piece): once
-    network = {k if puzzle.get(k, v) == v else f"model_{k}": v for k, v in asdict(config.model).items()}
-    settings = {**puzzle, **network, **asdict(tc), "prediction": config.prediction}
-    log.write("settings: " + "; ".join(f"{k} {v}" for k, v in settings.items()))
-    log.write(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {world} process(es) on {device}"
-              f"{f', {threads} thread(s) each' if threads else ''}; global batch {tc.batch_size} = {world} "
-              f"process(es) x {tc.accum} micro-batch(es) x {tc.batch_size // (world * tc.accum)}; step {step} -> "
-              f"{tc.max_steps}")
+    where = f"{world} process(es) on {device}" + (f", {threads} thread(s) each" if threads else "")
+    log_settings(log, config, model, where, step)
     loader = torch.utils.data.DataLoader(train_set, batch_sampler=step_batches(tc, step, rank, world),
                                          collate_fn=collate, num_workers=run.workers, pin_memory=device.type == "cuda")
     waited = time.perf_counter()
@@ -186,6 +180,20 @@ def loss_backward(net, diffusion, batch, table, given, scaler, tc, world):
         for k, v in {"loss": loss, **shares}.items():
             losses[k] = losses.get(k, 0) + v.detach()
     return losses
+
+
+def log_settings(log, config, model, where, step):
+    """The log's first lines: every setting of the run (a size the network also holds, such as piece_size, once), the
+    network's size, where it runs and how the global batch splits."""
+    tc = config.train
+    puzzle = asdict(config.puzzle)
+    network = {k if puzzle.get(k, v) == v else f"model_{k}": v for k, v in asdict(config.model).items()}
+    settings = {**puzzle, **network, **asdict(tc), "prediction": config.prediction}
+    log.write("settings: " + "; ".join(f"{k} {v}" for k, v in settings.items()))
+    world = log.world
+    log.write(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {where}; global batch "
+              f"{tc.batch_size} = {world} process(es) x {tc.accum} micro-batch(es) x "
+              f"{tc.batch_size // (world * tc.accum)}; step {step} -> {tc.max_steps}")
 
 
 def net_rank(world):
