@@ -103,7 +103,7 @@ def main(args):
         start = init_weights(args.init, config) if args.init else None
     run = RunConfig(out=args.out or "out/run", device=args.device, workers=args.workers, compile=args.compile,
                     log_every=args.log_every)
-    kind = jpdvt.Videos(config.puzzle, config.model)
+    kind = jpdvt.Videos(config.puzzle)
     codec = load_codec(config.puzzle.vae) if config.puzzle.vae else None
     seed = config.train.seed
     held_out = VideoPuzzles(config.puzzle, "val", seed)         # model selection: never the test split

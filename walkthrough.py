@@ -17,6 +17,7 @@ import torch
 
 import jpdvt
 from diffusion import GaussianDiffusion
+from dit import DiT
 from jpdvt import SampleOptions, given_codes, model_fn, pinned_cells, puzzle_loss, solve
 from metrics import assign, pin
 from plumbing.checkpoint import load_checkpoint
@@ -31,7 +32,7 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
     ckpt = load_checkpoint(ckpt_path)
     config = ckpt["config"]                                          # its puzzles: 1 missing piece, anchored
     kind = jpdvt.kind_of(config)                                     # images: jpdvt.Images (what differs from videos)
-    model = kind.network(config.model).eval()
+    model = DiT(config.model).eval()                                  # the image network (dit.py)
     model.load_state_dict(ckpt["ema"])     # the EMA (a running average of the trained weights) is what samples
     diffusion = GaussianDiffusion(1000, config.prediction)      # linear betas, T = 1000
 

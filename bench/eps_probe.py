@@ -14,6 +14,7 @@ import torch
 
 import jpdvt
 from diffusion import GaussianDiffusion
+from dit import DiT
 from jpdvt import given_codes, model_fn, piece_codes
 from metrics import assign_batch
 from plumbing.checkpoint import load_checkpoint
@@ -27,7 +28,7 @@ def probe(path, puzzles=200, seed=0):
     ckpt = load_checkpoint(path, kind="image")
     config = ckpt["config"]
     kind = jpdvt.kind_of(config)
-    model = kind.network(config.model)
+    model = DiT(config.model)
     model.load_state_dict(ckpt["ema"])
     model.eval()
     diffusion = GaussianDiffusion(1000, config.prediction)

@@ -25,6 +25,7 @@ from jpdvt import SampleOptions, given_codes, puzzle_loss, solve
 from plumbing.cli import autocast
 from posenc import grid_table
 from puzzles import ImageConfig, collate, puzzle_set
+from unet3d import UNet3D
 
 # dense bf16 tensor-core peak, TFLOP/s (vendor data sheets, without sparsity); the first name that occurs in
 # torch.cuda.get_device_name() is used
@@ -61,7 +62,7 @@ def train_step_of(kind, net_cfg, batch, device, precision="fp32", compiled=False
     """(train_step, model): one step of puzzle_loss, backward and AdamW (no EMA update) on `batch`, already on
     `device`, for a fresh network of `net_cfg` (seed 0)."""
     torch.manual_seed(0)
-    model = kind.network(net_cfg).to(device)
+    model = (DiT if kind.grid else UNet3D)(net_cfg).to(device)      # images have a grid
     net = torch.compile(model) if compiled else model
     opt = torch.optim.AdamW(model.parameters(), fused=device.type == "cuda")
     table, diffusion = kind.table().to(device), GaussianDiffusion(1000, "x0")
