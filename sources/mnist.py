@@ -114,8 +114,8 @@ def mnist_digits(data_dir, split):
     path = find_idx(data_dir, split) if data_dir and os.path.isdir(data_dir) else None
     if path is None:
         names = " or ".join(f"{n}[.gz]" for n in NAMES[split])
-        raise UserError(f"--data-dir {data_dir} holds no MNIST {split} images; put {names} there "
-                        f"(or in its MNIST/raw folder)")
+        raise UserError(f"--data-dir {data_dir} holds no MNIST {split} images; put {names} there (or in its "
+                        f"MNIST/raw folder), e.g. with `python mnist.py --download {data_dir or 'mnist'}`")
     digits = _load(path)
     if digits.ndim != 3 or digits.shape[1:] != (DIGIT, DIGIT):
         raise UserError(f"MNIST file {path} holds an array of shape {digits.shape}, not (N, 28, 28) digit images; "
