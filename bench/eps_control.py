@@ -15,8 +15,9 @@ anchor), the raw network's too, and a one-call probe (bench/eps_probe.py's: true
 pieces placed by x0_hat alone) at a few t. With --record, a row `eps-control ARM` (group eps) holds the last check
 and the curve (`--arm noisy-code`: the probe's baseline, no network, row `eps-control noisy-code`).
 
-    OMP_NUM_THREADS=2 python -m bench.eps_control --arm x0 --steps 3000 --record
-    OMP_NUM_THREADS=2 python -m bench.eps_control --arm eps --steps 3000 --record
+    OMP_NUM_THREADS=2 python -m bench.eps_control --arm ARM --steps 4000 --checks 200,400,1000,2000,3000,4000 --record
+    (the rows: ARM x0 and eps at 4000 steps, x0-snr at 2000; about 2.4 CPU minutes per 1000 steps on 2 cores)
+    python -m bench.eps_control --arm noisy-code --record
 """
 import argparse
 import copy
