@@ -5,18 +5,22 @@ place. Run from the repository root:
     python -m bench.animate --ckpt checkpoints/image-photos-3x3.pt --image docs/photos/chelsea.jpg --out /tmp/hero
     python -m bench.animate --ckpt checkpoints/video-mmnist-10x2.pt --dataset movingmnist --data-dir MNIST --out /tmp/mm
 
-The first cuts a photo into the checkpoint's puzzle, shuffles it, solves it and writes NAME_solved.png (input |
-solution | original) and NAME_solving.gif; the second writes solving.gif of the first test puzzle.
+The first cuts a photo into the checkpoint's puzzle, shuffles it, solves it and writes NAME_solved.png (shuffled |
+solved | original, titled) and NAME_solving.gif; the second writes solving.gif of the first test puzzle.
 bench/pictures.sh copies them into docs/.
 
 Paper: Sec. 3.1, "Masked Jigsaw Transformer Diffusion": solving a puzzle is generating the positional codes of its
-pieces. Every code starts as noise; at each sampling step the network predicts the clean codes x0_hat (an eps
-model's are derived from its noise), and each piece is drawn where its predicted code points: the mean of the cells
-weighted by softmax(-|x0_hat - code of the cell|^2 / tau) over the position table (soft_cells), a continuous
-estimate, so pieces glide across the canvas into their cells. The last frame is the final assignment (every piece
-exactly in its cell), held for HOLD_MS. Missing pieces show their content as it forms from noise (the sampling state
-x_t), outlined in red. Images are drawn on their grid, videos as a strip of thumbnails along the time axis (a 1 x N
-grid, a piece's first frame each).
+pieces. Every code starts as noise x_T and the sampler removes the noise step by step. What a GIF draws:
+- the first frame: the shuffled bag, piece i in cell i (the order the pieces were passed in);
+- then one frame for each of --gif-steps sampling steps (drawn_steps: spaced evenly in the state's noise level
+  sqrt(1 - abar), so most fall near the end, where the codes settle): every piece drawn where its NOISY code x_t
+  after that step points, the mean of the cells weighted by softmax(-|x_t - code of the cell|^2 / tau) over the
+  position table (soft_cells). Early on x_t is mostly noise and the pieces jump between cells; as the noise shrinks
+  they settle into theirs. Under them, faint (GHOST), every piece where the step's predicted clean code x0_hat
+  points (an x0 model's prediction is right from the first step; an eps model's is derived from its noise);
+- the last frame: the final assignment (every piece exactly in its cell), held for HOLD_MS.
+Missing pieces show their content as it forms from noise (the sampling state x_t), outlined in red. Images are drawn
+on their grid, videos as a strip of thumbnails along the time axis (a 1 x N grid, a piece's first frame each).
 """
 import argparse
 import io
@@ -28,44 +32,49 @@ import torch
 from PIL import Image, ImageDraw
 
 from bench.plots import font
-from jpdvt import SampleOptions, Solver, piece_codes
+from jpdvt import SampleOptions, piece_codes
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError, check_puzzle, resolve_device, user_errors
 from puzzles import collate, cut_image, puzzle_set, shuffle_pieces
-from sample import summary, test_settings
 from solving.own import MASKED_MODEL
-from solving.pictures import DISPLAY, assemble, enlarge, mark_cells, outline, save_png, stack
+from solving.pictures import DISPLAY, assemble, column_titles, enlarge, mark_cells, outline, save_png, stack
+from solving.solver import Solver, summary, test_settings
 from sources.files import fit_image
 
-STEP_MS, HOLD_MS = 100, 1500          # GIF frame durations: a sampling step, the result at the end
+BAG_MS, STEP_MS, HOLD_MS = 1000, 300, 1500   # GIF frame durations: the shuffled bag, a step, the result at the end
+FRAMES = 8                            # sampling steps drawn (drawn_steps; each costs a whole photo's GIF bytes)
 SHARPNESS = 4.0                       # tau = (squared distance between neighbouring cells' codes) / SHARPNESS
 BACKGROUND, EMPTY, TEXT = 32, 56, (230, 230, 230)   # canvas and empty-cell greys, label colour
 EDGE = (0.6, 0.6, 0.6)                # the edge of a given piece (generated ones: solving.pictures.RED)
+GHOST = 0.3                           # opacity of the faint layer: every piece where its predicted x0_hat points
 HEADER = 24                           # px above the grid for the step counter
+PHOTO_COLUMNS = ("shuffled", "solved", "original")   # NAME_solved.png's panels
+GIF_PIECE = 64                        # images: a piece's side in the GIF, at most (a photo's; test pieces: about)
 THUMB = 96                            # videos: thumbnail side in pixels (about: a whole multiple of the frames')
-MAX_BYTES = 3 * 2 ** 20               # a larger GIF is written again from smaller frames
+MAX_BYTES = 2 ** 19                   # a larger GIF is written again from smaller frames
 
 
 class Recorder:
     """
-    A jpdvt.solve / GaussianDiffusion.sample callback that keeps, at every step, puzzle k's predicted codes x0_hat
-    (N, D) in `codes` and its content state x_t (N, ...) in `content` (given pieces as passed, generated ones
-    forming from noise; the result itself after the last step), on the CPU.
+    A jpdvt.solve / GaussianDiffusion.sample callback that keeps, at every step, puzzle k's noisy codes x_t (N, D) in
+    `noisy`, its predicted clean codes x0_hat (N, D) in `codes` and its content state x_t (N, ...) in `content` (given
+    pieces as passed, generated ones forming from noise; the result itself after the last step), on the CPU.
     """
 
     def __init__(self, k=0):
-        self.k, self.codes, self.content = k, [], []
+        self.k, self.noisy, self.codes, self.content = k, [], [], []
 
     def __call__(self, i, x, x0):
+        self.noisy.append(x["code"][self.k].float().cpu())
         self.codes.append(x0["code"][self.k].float().cpu())
         self.content.append(x["content"][self.k].float().cpu())
 
 
 def soft_cells(code, table, grid):
     """
-    Where predicted codes (N, D) point on an R x C grid whose cells have the codes table (R*C, D), raster order:
-    (N, 2) float (row, col), the mean of the cells weighted by softmax(-squared distance / tau). A code equal to a
-    cell's code lands (almost) on that cell; one between two cells, between them.
+    Where codes (N, D) (noisy x_t or predicted x0_hat) point on an R x C grid whose cells have the codes table
+    (R*C, D), raster order: (N, 2) float (row, col), the mean of the cells weighted by softmax(-squared distance /
+    tau). A code equal to a cell's code lands (almost) on that cell; one between two cells, between them.
     """
     code, table = piece_codes(code.float().cpu()[None], table.float().cpu())  # a code per token: its piece's mean
     d2 = torch.cdist(code[0], table) ** 2                                      # (N, R*C)
@@ -76,11 +85,12 @@ def soft_cells(code, table, grid):
     return (torch.softmax(-d2 / tau, dim=1) @ cells).numpy()
 
 
-def draw_frame(tiles, cells, grid, marked, label):
+def draw_frame(tiles, cells, grid, marked, label, ghosts=None):
     """
     One frame (H, W, 3) uint8: the empty cells of the grid (border px apart, as assemble() draws them), every tile
     (N, S, S, 3) in [0, 1] with its corner at its (row, col) in cells (N, 2) float and a thin grey edge, marked
-    ones (N,) bool drawn last and outlined in red; `label` (the step counter) in the top-left corner.
+    ones (N,) bool drawn last and outlined in red; `label` (the step counter) in the top-left corner. ghosts (N, 2)
+    float, if given: a faint copy of every tile (GHOST opaque) at those cells, under the others.
     """
     n, side = len(tiles), tiles.shape[1]
     border = max(2, side // 40)
@@ -90,6 +100,10 @@ def draw_frame(tiles, cells, grid, marked, label):
     for r in range(rows):
         for c in range(cols):
             img[y0 + r * pitch:y0 + r * pitch + side, x0 + c * pitch:x0 + c * pitch + side] = EMPTY / 255
+    for i in range(n if ghosts is not None else 0):                           # the prediction x0_hat, faint
+        y, x = (int(round(v * pitch)) for v in ghosts[i])
+        cell = img[y0 + y:y0 + y + side, x0 + x:x0 + x + side]
+        cell[:] = (1 - GHOST) * cell + GHOST * tiles[i]
     for i in sorted(range(n), key=lambda i: bool(marked[i])):                   # generated pieces on top
         y, x = (int(round(v * pitch)) for v in cells[i])
         img[y0 + y:y0 + y + side, x0 + x:x0 + x + side] = tiles[i]
@@ -129,22 +143,56 @@ def write_frames(path, frames, durations):
     return path
 
 
-def solving_gif(path, rec, table, grid, tiles_at, marked, final):
-    """
-    The GIF of a recorded solve (a Recorder): one frame per sampling step, tiles_at(i) (the (N, S, S, 3) tiles at
-    step i) drawn where the step's predicted codes point (soft_cells), then the final assignment `final` (N,)
-    (each piece's cell, raster index) held for HOLD_MS. marked (N,) bool: pieces outlined in red (generated).
-    Returns path.
-    """
-    steps = len(rec.codes)
-    frames = [draw_frame(tiles_at(i), soft_cells(code, table, grid), grid, marked=marked, label=f"step {i + 1}/{steps}")
-              for i, code in enumerate(rec.codes)]
-    cells = np.stack(np.divmod(np.asarray(final), grid[1]), axis=1).astype(np.float32)   # (N, 2) row, col
-    frames.append(draw_frame(tiles_at(steps - 1), cells, grid, marked=marked, label=f"step {steps}/{steps}: placed"))
-    return write_frames(path, frames, [STEP_MS] * steps + [HOLD_MS])
+def raster_cells(cells, grid):
+    """Raster indices (N,) -> (N, 2) float (row, col), as draw_frame places tiles."""
+    return np.stack(np.divmod(np.asarray(cells), grid[1]), axis=1).astype(np.float32)
 
 
-def puzzle_gif(path, rec, batch, positions, table, grid, size, pixels):
+def noise_levels(diffusion, steps):
+    """(steps,): the noise std sqrt(1 - abar) of the state x_t after each sampling step of `steps` (0 after the
+    last)."""
+    ts = diffusion.timesteps(steps)
+    abar = torch.cat([diffusion.alphas_cumprod[ts[1:]].float(), torch.ones(1)])
+    return (1 - abar).sqrt().numpy()
+
+
+def drawn_steps(levels, frames):
+    """
+    The indices of the `frames` sampling steps a GIF draws, of the steps whose states have noise levels `levels`
+    (decreasing; noise_levels): the first step whose level is at most each of `frames` levels evenly spaced from
+    the first step's to 0, so that the frames fall where the noise shrinks most, near the end. Every step when frames
+    is 0 or at least their number.
+    """
+    if not 0 < frames < len(levels):
+        return list(range(len(levels)))
+    targets = np.linspace(levels[0], 0, frames)
+    return sorted({int(np.argmax(levels <= t + 1e-6)) for t in targets})
+
+
+def steps_shown(solver, rec, frames):
+    """drawn_steps of a solve recorded by `rec` with the solver's diffusion."""
+    return drawn_steps(noise_levels(solver.diffusion, len(rec.codes)), frames)
+
+
+def solving_gif(path, rec, table, grid, tiles_at, marked, final, shown):
+    """
+    The GIF of a recorded solve (a Recorder): the shuffled bag (piece i in cell i, tiles_at(0)); then the sampling
+    steps `shown` (drawn_steps), each step i's tiles tiles_at(i) ((N, S, S, 3)) drawn where its noisy codes x_t
+    point (soft_cells), over a faint layer where its predicted clean codes x0_hat point; then the final assignment
+    `final` (N,) (each piece's cell, raster index) held for HOLD_MS. marked (N,) bool: pieces outlined in red
+    (generated). Returns path.
+    """
+    steps, bag = len(rec.codes), raster_cells(np.arange(len(marked)), grid)
+    images = [draw_frame(tiles_at(0), bag, grid, marked=marked, label="shuffled")]
+    images += [draw_frame(tiles_at(i), soft_cells(rec.noisy[i], table, grid), grid, marked=marked,
+                          label=f"step {i + 1}/{steps}: x_t",
+                          ghosts=soft_cells(rec.codes[i], table, grid)) for i in shown]
+    images.append(draw_frame(tiles_at(steps - 1), raster_cells(final, grid), grid, marked=marked,
+                             label=f"step {steps}/{steps}: placed"))
+    return write_frames(path, images, [BAG_MS] + [STEP_MS] * len(shown) + [HOLD_MS])
+
+
+def puzzle_gif(path, rec, batch, positions, table, grid, size, pixels, shown):
     """
     solving_gif of puzzle 0 of a solved batch (content in pixels, positions (B, N)), its steps recorded by `rec`:
     every piece (a clip: its first frame) enlarged by a whole factor (nearest) to about `size` px; the generated
@@ -159,17 +207,19 @@ def puzzle_gif(path, rec, batch, positions, table, grid, size, pixels):
             return given
         made = enlarge(pixels(rec.content[i][None].to(content.device))[0], side)
         return np.where(missing[:, None, None, None], made, given)
-    return solving_gif(path, rec, table, grid=grid, tiles_at=tiles_at, marked=missing, final=positions[0])
+    return solving_gif(path, rec, table, grid=grid, tiles_at=tiles_at, marked=missing, final=positions[0],
+                       shown=shown)
 
 
-def puzzle_animation(path, rec, solver, batch, positions):
-    """The GIF of puzzle 0 of a solved batch (puzzle_gif), image pieces at about DISPLAY px,
+def puzzle_animation(path, rec, solver, batch, positions, frames):
+    """The GIF of puzzle 0 of a solved batch (puzzle_gif), image pieces at about GIF_PIECE px,
     video pieces as thumbnails of about THUMB px; returns path."""
     puzzle = solver.config.puzzle
     image = puzzle.kind == "image"
     return puzzle_gif(path, rec, batch, positions=positions, table=solver.table,
-                      grid=puzzle.grid if image else (1, puzzle.pieces), size=DISPLAY if image else THUMB,
-                      pixels=lambda c: solver.codec.decode(c) if solver.codec else c)
+                      grid=puzzle.grid if image else (1, puzzle.pieces), size=GIF_PIECE if image else THUMB,
+                      pixels=lambda c: solver.codec.decode(c) if solver.codec else c,
+                      shown=steps_shown(solver, rec, frames))
 
 
 # ----------------------------------------------------------------------------
@@ -191,12 +241,21 @@ def open_photo(path, grid, cell):
     return photo
 
 
-def solve_photo(path, solver, out, seed):
+def display_cut(photo, puzzle, most):
+    """The photo cut as the puzzle is (fit to its grid, its gaps left out) at display resolution: pieces
+    (N, S, S, 3) in [0, 1] as large as the photo allows, up to `most` px a side (never below the model's)."""
+    grid, piece, gap = puzzle.grid, puzzle.piece_size, puzzle.gap
+    k = max(1.0, min(most / piece, min(photo.width / grid[1], photo.height / grid[0]) / (piece + gap)))
+    side, space = round(piece * k), round(gap * k)
+    return cut_image(fit_image(photo, grid[0] * (side + space), grid[1] * (side + space)), grid, side, gap=space)
+
+
+def solve_photo(path, solver, out, seed, frames):
     """
     Cut the photo at `path` to the checkpoint's grid at the model's resolution, shuffle it and remove the
-    checkpoint's number of missing pieces (seeded), solve it; write NAME_solved.png (input | solution | original, the
-    pieces cut from the photo's own pixels, up to DISPLAY px a side, generated ones outlined in red) and
-    NAME_solving.gif. Returns the scores.
+    checkpoint's number of missing pieces (seeded), solve it; write NAME_solved.png (shuffled | solved | original,
+    titled, the pieces cut from the photo's own pixels, up to DISPLAY px a side, generated ones outlined in red) and
+    NAME_solving.gif (pieces up to GIF_PIECE px). Returns the scores.
     """
     puzzle, device = solver.config.puzzle, solver.device
     grid, piece, gap = puzzle.grid, puzzle.piece_size, puzzle.gap
@@ -208,33 +267,32 @@ def solve_photo(path, solver, out, seed):
              "missing": torch.from_numpy(miss)[None].to(device)}
     rec = Recorder()
     pos, generated = solver.solve_batch(batch, callback=rec)
-    # the same cut at display resolution: as large as the photo allows, up to DISPLAY px per piece
-    k = max(1.0, min(DISPLAY / piece, min(photo.width / grid[1], photo.height / grid[0]) / (piece + gap)))
-    big_piece, big_gap = round(piece * k), round(gap * k)
-    big = cut_image(fit_image(photo, grid[0] * (big_piece + big_gap), grid[1] * (big_piece + big_gap)), grid,
-                    big_piece, gap=big_gap)
-    n, border, gone = len(big), max(2, big_piece // 40), miss[:, None, None, None]
+    big, gone = display_cut(photo, puzzle, DISPLAY), miss[:, None, None, None]
+    n, side = len(big), big.shape[1]
+    border = max(2, side // 40)
     given = big[true_pos]                                                  # (N, S, S, 3) in shuffled order
-    solved = np.where(gone, enlarge(generated[0], big_piece, smooth=True), given)
-    solution = mark_cells(assemble(solved, pos[0], grid, border=border, fill=1.0), pos[0][miss], grid, side=big_piece,
+    solved = np.where(gone, enlarge(generated[0], side, smooth=True), given)
+    solution = mark_cells(assemble(solved, pos[0], grid, border=border, fill=1.0), pos[0][miss], grid, side=side,
                           border=border)
     name = os.path.splitext(os.path.basename(path))[0]
-    save_png(os.path.join(out, name + "_solved.png"),
-             stack([assemble(np.where(gone, 0.5, given), np.arange(n), grid, border=border, fill=1.0), solution,
-                    assemble(big, np.arange(n), grid, border=border, fill=1.0)], gap=4 * border))
+    img = stack([assemble(np.where(gone, 0.5, given), np.arange(n), grid, border=border, fill=1.0), solution,
+                 assemble(big, np.arange(n), grid, border=border, fill=1.0)], gap=4 * border)
+    save_png(os.path.join(out, name + "_solved.png"), img,
+             titles=column_titles(PHOTO_COLUMNS, img.shape[1], gap=4 * border))
+    small = display_cut(photo, puzzle, GIF_PIECE)[true_pos]               # the GIF's tiles, in shuffled order
     solving_gif(os.path.join(out, name + "_solving.gif"), rec, solver.table, grid=grid,
-                tiles_at=lambda i: np.where(gone, enlarge(rec.content[i], big_piece), given), marked=miss,
-                final=pos[0])
+                tiles_at=lambda i: np.where(gone, enlarge(rec.content[i], small.shape[1]), small), marked=miss,
+                final=pos[0], shown=steps_shown(solver, rec, frames))
     return solver.kind.score(pos, batch)
 
 
-def first_test_puzzle(solver, out, seed):
+def first_test_puzzle(solver, out, seed, frames):
     """solving.gif of the first test puzzle of the solver's dataset. Returns the scores."""
     batch = collate([puzzle_set(solver.config.puzzle, "test", seed)[0]])
     batch = {k: v.to(solver.device) for k, v in batch.items()}
     rec = Recorder()
     pos, _ = solver.solve_batch(batch, callback=rec)
-    puzzle_animation(os.path.join(out, "solving.gif"), rec, solver, batch=batch, positions=pos)
+    puzzle_animation(os.path.join(out, "solving.gif"), rec, solver, batch=batch, positions=pos, frames=frames)
     return solver.kind.score(pos, batch)
 
 
@@ -258,8 +316,8 @@ def main(args):
                          generator=torch.Generator(device).manual_seed(args.seed))
     solver = Solver(ckpt, config, device, opts, precision=args.precision)
     os.makedirs(args.out, exist_ok=True)
-    scores = solve_photo(args.image, solver, args.out, args.seed) if args.image else \
-        first_test_puzzle(solver, args.out, args.seed)
+    scores = solve_photo(args.image, solver, args.out, args.seed, args.gif_steps) if args.image else \
+        first_test_puzzle(solver, args.out, args.seed, args.gif_steps)
     print(f"{summary(solver.config.puzzle.kind, scores)}; wrote {args.out}")
 
 
@@ -272,6 +330,9 @@ def get_parser():
     p.add_argument("--missing", type=int, help="missing pieces, generated (default: 0 with --image, else the "
                                                "checkpoint's)")
     p.add_argument("--steps", type=int, default=50, help="sampling steps")
+    p.add_argument("--gif-steps", type=int, default=FRAMES,
+                   help=f"sampling steps drawn in the GIF, where the noise shrinks most (default {FRAMES}; 0: every "
+                        "step)")
     p.add_argument("--sampler", default="ddpm", choices=("ddpm", "ddim"),
                    help="the sampler (default ddpm, one sample per puzzle, whatever the checkpoint's estimator)")
     p.add_argument("--precision", default="fp32", help="arithmetic (fp32, bf16, auto)")

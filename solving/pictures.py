@@ -4,24 +4,27 @@ of video puzzles (written by sample.py), and the pieces put back in place for th
 `unshuffle_video` a clip's pieces in time order; a solved bag's picture too, solving/bag.py).
 
 - Image rows: shuffled input (missing pieces grey) | solved | solved and inpainted | ground truth (the paper's
-  JPDVT-S and JPDVT-SI columns).
+  JPDVT-S and JPDVT-SI columns), titled IMAGE_COLUMNS above them.
 - Video rows: shuffled input | solved (generated frames outlined in red) | ground truth, one puzzle per row.
 The sampling animations are in bench/animate.py; the picture of the codes (docs/codes.png) in bench/codes_picture.py.
 
     save_png("examples.png", stack([image_row(batch, positions, content, grid, k) for k in range(4)], axis=0))
     write_gif("examples.gif", [[clip, solved_clip]], labels=["shuffled", "solved"])
 """
+import functools
 import os
 
 import imageio.v3 as iio
 import numpy as np
 import torch.nn.functional as F
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFont
 
 from sources.files import fit_channels
 
 RED = (1.0, 0.0, 0.0)                  # outline of generated (missing) pieces
 DISPLAY = 160                          # a solved bag's piece side in pixels, at most the pieces' own
+IMAGE_COLUMNS = ("shuffled", "solved", "with missing drawn", "ground truth")   # image_row's panels
+TITLE_PX, TITLE_INK = 13, (40, 40, 40)  # column titles: font size in the saved picture's pixels, colour
 
 # ----------------------------------------------------------------------------
 # Putting pieces back
@@ -63,10 +66,56 @@ def to_uint8(img):
     return (np.clip(img, 0, 1) * 255).round().astype(np.uint8)
 
 
-def save_png(path, img, min_width=480):
-    """Save a [0, 1] picture, enlarged by a whole factor (nearest) so small pieces stay visible."""
+def save_png(path, img, min_width=480, titles=None):
+    """Save a [0, 1] picture, enlarged by a whole factor (nearest) so small pieces stay visible; titles: (text, x0,
+    x1) column titles (x in the picture's own pixels, before enlarging), written above it (titled)."""
     k = max(1, min_width // img.shape[1])
-    Image.fromarray(to_uint8(img)).resize((img.shape[1] * k, img.shape[0] * k), Image.NEAREST).save(path)
+    big = Image.fromarray(to_uint8(img)).resize((img.shape[1] * k, img.shape[0] * k), Image.NEAREST)
+    if titles:
+        big = titled(big, [(text, x0 * k, x1 * k) for text, x0, x1 in titles])
+    big.save(path)
+
+
+@functools.lru_cache(maxsize=4)
+def font(size):
+    """Pillow's built-in font at `size` px (its small bitmap font where FreeType is missing)."""
+    try:
+        return ImageFont.load_default(size=size)
+    except (ImportError, TypeError):
+        return ImageFont.load_default()
+
+
+def wrap(text, width, face):
+    """The words of `text` in lines of at most `width` px in `face` (a word wider than that: a line of its own)."""
+    lines = []
+    for word in text.split():
+        if lines and face.getlength(lines[-1] + " " + word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
+
+
+def titled(im, titles, size=TITLE_PX):
+    """A copy of the picture `im` (PIL) with a white strip above it, each (text, x0, x1) of titles centred over the
+    columns x0..x1, its words wrapped where the column is too narrow for them."""
+    face = font(size)
+    wrapped = [(wrap(text, x1 - x0, face), x0, x1) for text, x0, x1 in titles]
+    line = size + 3
+    out = Image.new("RGB", (im.width, line * max(len(w) for w, _, _ in wrapped) + 6), "white")
+    draw = ImageDraw.Draw(out)
+    for lines, x0, x1 in wrapped:
+        for j, text in enumerate(lines):
+            draw.text(((x0 + x1 - face.getlength(text)) / 2, 3 + j * line), text, font=face, fill=TITLE_INK)
+    return Image.fromarray(np.concatenate([np.asarray(out), np.asarray(im.convert("RGB"))]))
+
+
+def column_titles(texts, width, gap=6):
+    """save_png's titles of len(texts) panels of one width, side by side `gap` px apart in a picture `width` px wide
+    (as stack() puts them): [(text, x0, x1)]."""
+    n = len(texts)
+    panel = (width - gap * (n - 1)) / n
+    return [(text, round(j * (panel + gap)), round(j * (panel + gap) + panel)) for j, text in enumerate(texts)]
 
 
 def stack(panels, axis=1, gap=6):
@@ -159,9 +208,9 @@ def save_pictures(kind, folder, solved):
     returns (path, what its columns show)."""
     rows = [picture(kind, *one) for one in solved]
     if kind.p.kind == "image":
-        path = os.path.join(folder, "examples.png")
-        save_png(path, stack(rows, axis=0))
-        return path, "shuffled input | solved | solved + inpainted | ground truth"
+        path, img = os.path.join(folder, "examples.png"), stack(rows, axis=0)
+        save_png(path, img, titles=column_titles(IMAGE_COLUMNS, img.shape[1]))
+        return path, " | ".join(IMAGE_COLUMNS)
     path = write_rows(os.path.join(folder, "examples.gif"), rows, ["shuffled", "solved", "ground truth"])
     return path, "shuffled input | solved, generated frames in red | ground truth"
 
