@@ -161,7 +161,9 @@ def code_costs(model, diffusion, batch, table, opts, given, latent=False):
 def solve(model, diffusion, batch, table, opts, given, latent=False, grid=None):
     """
     Returns (positions (B, N) int array: predicted position of each piece, content with missing pieces generated, the
-    first sample's): code_costs, then arrange. grid (rows, cols): image puzzles, for the judge.
+    first sample's): code_costs, then arrange. grid (rows, cols): image puzzles, for the judge. With several samples
+    and missing pieces, a missing piece's cell comes from all samples and its drawing from the first, which drew it
+    for the cell its own code pointed to: solving/solver.follow_cells re-pairs them for pictures.
     """
     costs, generated = code_costs(model, diffusion, batch, table=table, opts=opts, given=given, latent=latent)
     return arrange(costs, batch, given, opts, grid), generated

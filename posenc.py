@@ -6,9 +6,10 @@ Paper: "Positional Encoding" (Sec. 3.2 of the paper):
     gamma(l, 2i)   = sin(l / 1000^(2i/16))
     gamma(l, 2i+1) = cos(l / 1000^(2i/16))          i = 0 .. 7: a 16-d code
 
-The base is the paper's 1000 (a transformer's is usually 10000).
-Videos use the 1D code (16-d) of a piece's index in time; images use the 2D code (32-d)
-gamma_2D(x, y) = [gamma_1D(x), gamma_1D(y)]: first half the column (x), second half the row (y).
+The base is the paper's 1000 (a transformer's is usually 10000). The formula is written for the paper's 16-d code;
+any even size d works the same way (i = 0 .. d/2 - 1, 16 replaced by d).
+Videos use the 1D code (16-d) of a piece's index in time; images use the 2D code (the text's 32-d; the authors' code
+8-d) gamma_2D(x, y) = [gamma_1D(x), gamma_1D(y)]: first half the column (x), second half the row (y).
 All values lie in [-1, 1], the range the diffusion model works in.
 
     >>> grid_table(3, 3).shape      # raster order: index = r * cols + c
