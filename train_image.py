@@ -16,13 +16,13 @@ or your own pieces with sample.py --ckpt OUT/ckpt.pt.
 """
 import argparse
 import math
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import torch
 
 import jpdvt
 from dit import CODES, CONFIGS, DiT, DiTConfig
-from plumbing.cli import UserError, add_train_flags, built, check_known, check_puzzle, grid, positive, user_errors
+from plumbing.cli import UserError, add_train_flags, check_known, check_puzzle, grid, positive, user_errors
 from puzzles import ImageConfig, ImagePuzzles
 from sources.images import DATASETS
 from train import Config, RunConfig, TrainConfig, train
@@ -50,7 +50,7 @@ def make_config(args):
     if "epochs" in flags and "max_steps" in flags:
         raise UserError("give --epochs or --max-steps, not both")
     settings |= flags
-    puzzle = built(ImageConfig, settings)
+    puzzle = ImageConfig(**{f.name: settings[f.name] for f in fields(ImageConfig) if f.name in settings})
     if puzzle.piece_size < 1 or puzzle.gap < 0:
         raise UserError(f"--piece-size must be >= 1 and --gap >= 0, got {puzzle.piece_size} and {puzzle.gap}")
     if not 0 <= puzzle.mix_shapes < 1 or (puzzle.mix_shapes and dataset == "shapes"):
@@ -75,7 +75,7 @@ def make_config(args):
                                               if puzzle.piece_size % d == 0)
     if puzzle.piece_size % patch:
         raise UserError(f"--patch-size {patch} must divide --piece-size {puzzle.piece_size}")
-    train_config = built(TrainConfig, settings)
+    train_config = TrainConfig(**{f.name: settings[f.name] for f in fields(TrainConfig) if f.name in settings})
     return Config(puzzle=puzzle, model=replace(model, patch_size=patch), train=train_config,
                   prediction=settings.get("prediction", "x0"))
 

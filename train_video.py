@@ -21,12 +21,12 @@ Writes OUT/ckpt.pt and OUT/log.txt (the loop: train.py); --resume OUT/ckpt.pt co
 Solve test puzzles, order your own pieces or raise a video's frame rate with sample.py --ckpt OUT/ckpt.pt.
 """
 import argparse
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import torch
 
 import jpdvt
-from plumbing.cli import UserError, add_train_flags, built, check_known, check_puzzle, user_errors
+from plumbing.cli import UserError, add_train_flags, check_known, check_puzzle, user_errors
 from puzzles import VideoConfig, VideoPuzzles, curriculum_pieces
 from sources.vae import VAE_FACTOR, load_codec
 from sources.videos import FOLDER_VIDEOS, VIDEO_DATASETS
@@ -71,11 +71,11 @@ def make_config(args):
                         f"{' with --vae' if settings.get('vae') else ''}, got {settings['size']}")
     if settings.get("curriculum"):
         settings["curriculum"] = check_curriculum(settings)
-    puzzle = built(VideoConfig, settings)
+    puzzle = VideoConfig(**{f.name: settings[f.name] for f in fields(VideoConfig) if f.name in settings})
     check_puzzle(puzzle)
     channels = load_codec(puzzle.vae).channels if puzzle.vae else puzzle.channels     # what the U-Net diffuses
     model = replace(cfg, in_channels=channels, frames_per_piece=puzzle.frames_per_piece)
-    train_config = built(TrainConfig, settings)
+    train_config = TrainConfig(**{f.name: settings[f.name] for f in fields(TrainConfig) if f.name in settings})
     return Config(puzzle=puzzle, model=model, train=train_config, prediction=settings.get("prediction", "x0"))
 
 

@@ -259,11 +259,6 @@ NOT_FIELDS = {"model", "epochs", "paper", "resume", "init"}   # keys of a script
 # network's size, --epochs (sets max_steps) and how a run starts
 
 
-def built(cls, settings):
-    """cls from the keys of `settings` that are its fields (the others belong to the run's other dataclasses)."""
-    return cls(**{f.name: settings[f.name] for f in dataclasses.fields(cls) if f.name in settings})
-
-
 def check_known(settings, classes, source):
     """Refuse, named, a key of `settings` (from `source`, e.g. the paper's table) that is a field of none of `classes`:
     a mistyped key must not be dropped without a word."""

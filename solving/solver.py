@@ -227,8 +227,9 @@ def test_settings(args, puzzle, own=False):
     if dataset not in datasets:
         raise UserError(f"--dataset {dataset} does not fit this {puzzle.kind} checkpoint; use one of "
                         f"{', '.join(datasets)}")
-    data_dir = None if own and not getattr(args, "superres", 0) else \
-        find_data(puzzle, args.ckpt, getattr(args, "data_dir", None), dataset)
+    data_dir = getattr(args, "data_dir", None)
+    if puzzle.data_dir and not data_dir and not (own and not getattr(args, "superres", 0)):
+        data_dir = find_data(puzzle, args.ckpt, data_dir, dataset)   # the training run's folder, found
     changes = {"dataset": dataset, "data_dir": data_dir}
     missing = getattr(args, "missing", None)
     changes["missing"] = missing if missing is not None else 0 if own else puzzle.missing
