@@ -31,13 +31,12 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
-from bench.plots import font
 from jpdvt import SampleOptions, piece_codes
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError, check_puzzle, resolve_device, user_errors
 from puzzles import collate, cut_image, puzzle_set, shuffle_pieces
 from solving.own import MASKED_MODEL
-from solving.pictures import DISPLAY, assemble, column_titles, enlarge, mark_cells, outline, save_png, stack
+from solving.pictures import DISPLAY, assemble, column_titles, enlarge, font, mark_cells, outline, save_png, stack
 from solving.solver import Solver, summary, test_settings
 from sources.files import fit_image
 
