@@ -22,7 +22,7 @@ from plumbing.cli import positive
 GROUPS = ["baselines", "baselines-val", "fresh-seed", "fresh-seed-baselines", "ensemble", "assign", "one-call-val",
           "candidate-val", "throughput", "memory-estimate", "gpu-record", "loader-imagenet", "loader-prepared"]
 # the flags a resumed run may take (every other setting comes from its checkpoint)
-RESUMABLE = ("--max-steps", "--eval-every", "--ckpt-every", "--workers", "--out")   # train.RESUMABLE's flags
+RESUMABLE = ("--max-steps", "--eval-every", "--ckpt-every", "--workers", "--out")   # flags --resume accepts
 
 
 def sh(cmd):

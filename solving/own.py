@@ -18,7 +18,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from plumbing.cli import UserError, grid, non_negative, positive, user_errors
+from plumbing.checkpoint import load_checkpoint
+from plumbing.cli import UserError, grid, non_negative, positive, resolve_device, user_errors
 from puzzles import VideoPuzzles, video_tensor
 from solving.bag import CONFIDENCE_SAMPLES
 from solving.pictures import video_row, write_rows
@@ -182,6 +183,7 @@ def solve_pieces(args, solver):
 # ----------------------------------------------------------------------------
 
 def main(args):
+    resolve_device(args.device)                  # a wrong --device is named before anything else
     inputs = [flag for flag in ("pieces", "frames", "superres", "video") if getattr(args, flag)]
     if not inputs:
         raise UserError("give your data: --pieces DIR (image checkpoints), --frames DIR or --superres K (video "
@@ -189,12 +191,15 @@ def main(args):
     if args.video and not args.superres:
         raise UserError("--video names a clip to raise the frame rate of: add --superres K (to order pieces of your "
                         "own, put them in a folder and pass --frames DIR)")
-    solver = open_solver(args, own=True)
-    kind = solver.config.puzzle.kind
+    kind = load_checkpoint(args.ckpt)["config"].puzzle.kind
     wrong = [flag for flag in inputs if flag not in INPUTS[kind]]
     if wrong:
         raise UserError(f"--{wrong[0]} does not apply to {args.ckpt}, which holds the {kind} model; its input is "
                         f"{' or '.join('--' + f for f in INPUTS[kind][:2])}")
+    solver = open_solver(args, own=True)
+    if args.grid and kind == "video":
+        raise UserError(f"--grid applies to image checkpoints, and {args.ckpt} holds the video model, whose pieces "
+                        "go in a row; drop --grid")
     if args.grid and tuple(args.grid) != tuple(solver.config.puzzle.grid):
         trained = "x".join(map(str, solver.config.puzzle.grid))
         raise UserError(f"--grid {'x'.join(map(str, args.grid))} has other codes than the {trained} grid {args.ckpt} "

@@ -13,6 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import sample  # noqa: E402
+import solving.own as own  # noqa: E402
 import sources.files as sources  # noqa: E402
 import train_image  # noqa: E402
 import train_video  # noqa: E402
@@ -47,6 +48,11 @@ def train_video_run(*flags):
 
 def sample_run(*flags):
     return main_of(sample, "--device", "cpu", *flags)
+
+
+def own_run(*flags):
+    """python -m solving.own FLAGS (your own pieces, clips and super-resolution) on the CPU, in this process."""
+    return main_of(own, "--device", "cpu", *flags)
 
 
 def run(*args, check=True, timeout=300, env=None):

@@ -136,13 +136,18 @@ def test_seed_is_refused_where_no_row_would_carry_it():
     assert bench(["candidate-val"], clips=5) is None
 
 
-def test_training_minutes_count_a_resumed_run_from_its_resume_step(tmp_path):
-    """bench's logged_minutes reads the log lines train.py writes: a resume starts the count at its step."""
-    import train
+def test_training_minutes_count_a_resumed_run_from_its_resume_step(tmp_path, image_ckpt):
+    """bench's logged_minutes reads the log lines train.py writes: a resume starts the count at its step; the flags
+    bench --resume passes are all accepted by --resume (plumbing.checkpoint.resume)."""
     from bench.__main__ import RESUMABLE, logged_minutes
+    from plumbing.checkpoint import resume
     log = tmp_path / "log.txt"
     log.write_text("step 100 loss 1.0 lr 1e-3 steps/s 10.00 data wait 0%\n"
                    "resuming at step 100\n"
                    "step 160 loss 0.5 lr 1e-3 steps/s 2.00 data wait 0%\n")
     assert logged_minutes(str(log)) == pytest.approx((100 / 10 + 60 / 2) / 60)
-    assert {f[2:].replace("-", "_") for f in RESUMABLE} <= set(train.RESUMABLE)   # bench --resume passes only these
+    values = {"--max-steps": "9", "--eval-every": "0", "--ckpt-every": "9", "--workers": "0", "--out": tmp_path}
+    assert set(values) == set(RESUMABLE)                                # a value here for every flag bench passes
+    flags = [str(v) for f in RESUMABLE for v in (f, values[f])]
+    config, _ = resume(train_image.get_parser().parse_args(["--resume", str(image_ckpt), *flags]), kind="image")
+    assert (config.train.max_steps, config.train.ckpt_every, config.train.eval_every) == (9, 9, 0)

@@ -16,7 +16,6 @@ from PIL import Image
 
 import configs.paper as paper
 import dit
-import jpdvt
 import train_image
 import train_video
 import unet3d
@@ -25,6 +24,7 @@ from plumbing.cli import UserError, user_errors
 from puzzles import puzzle_set
 from sources.files import HELD_OUT, TEST_FRACTION, VAL_FRACTION, band, hashed_split
 from train import load_state
+from unet3d import UNet3D
 
 # ----------------------------------------------------------------------------- fixtures in the real layouts
 
@@ -224,8 +224,9 @@ def test_short_run_on_each_layout_trains_and_samples(dataset, layout, tmp_path):
 
 
 def test_resume_takes_only_longer_runs_and_refuses_any_other_setting(tmp_path):
-    """--resume continues with the checkpoint's settings whole: only --max-steps, the checks' intervals and how the
-    process runs may be given; any other flag is refused, naming it, even with the checkpoint's own value."""
+    """--resume continues with the checkpoint's settings whole: only --max-steps, the checks' intervals, --data-dir
+    (tests/test_reliability.py) and how the process runs may be given; any other flag is refused, naming it, even with
+    the checkpoint's own value."""
     flags = ["--grid", "2", "--piece-size", "8", "--batch-size", "4", "--eval-every", "0", "--workers", "0",
              "--warmup", "0", "--schedule", "cosine"]
     train_image_run(*flags, "--max-steps", "2", "--out", tmp_path)
@@ -234,7 +235,7 @@ def test_resume_takes_only_longer_runs_and_refuses_any_other_setting(tmp_path):
                                         r"settings; drop it, or start a new run from its weights with --init$"):
         train_image_run("--resume", ckpt, "--lr", "0.01")
     for refused in (["--lr", "0.002"], ["--model", "small"], ["--anchor"], ["--grid", "2"], ["--precision", "fp32"],
-                    ["--data-dir", str(tmp_path)], ["--accum", "2"], ["--no-paper"], ["--seed", "0"]):
+                    ["--accum", "2"], ["--no-paper"], ["--seed", "0"]):
         name = refused[0].replace("--no-", "--")
         with pytest.raises(UserError, match=f"^{name} cannot be given with --resume"):
             train_image_run("--resume", ckpt, *refused)
@@ -245,7 +246,7 @@ def test_resume_takes_only_longer_runs_and_refuses_any_other_setting(tmp_path):
     assert len(settings) == 2 and "; max_steps 2; " in settings[0] and "; max_steps 4; " in settings[1]
     assert settings[0].replace("max_steps 2", "max_steps 4").replace("ckpt_every 500", "ckpt_every 3") == settings[1]
     ck = load_checkpoint(ckpt)
-    assert (ck["config"].train["max_steps"], ck["config"].train["ckpt_every"], ck["step"]) == (4, 3, 4)
+    assert (ck["config"].train.max_steps, ck["config"].train.ckpt_every, ck["step"]) == (4, 3, 4)
     assert "step 3 loss" in log and "step 4 loss" in log
 
 
@@ -290,11 +291,11 @@ def test_fp16_on_cpu_is_refused(tmp_path, capsys):
 
 
 def test_shipped_checkpoint_finds_its_data_from_any_folder(tmp_path, monkeypatch):
-    """The shipped photo checkpoints store ../shared/data/photos, relative to the repository: a copy in a checkout with
-    that folder beside it (crops of the shipped photos, docs/PHOTOS.md) finds it from another working folder."""
+    """The shipped photo checkpoints name their folder, photos (no developer's path): a copy in a checkout with that
+    folder at its root (crops of the shipped photos, docs/PHOTOS.md) finds it from another working folder."""
     ck = torch.load(f"{ROOT}/checkpoints/image-photos-3x3.pt", weights_only=True)
-    assert ck["config"]["puzzle"]["data_dir"] == "../shared/data/photos"
-    data = tmp_path / "work" / "shared" / "data" / "photos"
+    assert ck["config"]["puzzle"]["data_dir"] == "photos"
+    data = tmp_path / "work" / "jpdvt" / "photos"
     for split, n in (("train", 4), ("val", 2), ("test", 2)):
         (data / split).mkdir(parents=True)
         for i in range(n):
@@ -304,7 +305,7 @@ def test_shipped_checkpoint_finds_its_data_from_any_folder(tmp_path, monkeypatch
     (tmp_path / "work" / "jpdvt" / "checkpoints").mkdir(parents=True)
     torch.save(ck, tmp_path / "work" / "jpdvt" / "checkpoints" / "photos.pt")
     (tmp_path / "elsewhere").mkdir()
-    monkeypatch.chdir(tmp_path / "elsewhere")                  # ../shared/data/photos is not found from here
+    monkeypatch.chdir(tmp_path / "elsewhere")                  # photos/ is not found from here
     m = sample_run("--ckpt", tmp_path / "work" / "jpdvt" / "checkpoints" / "photos.pt", "--num-puzzles", "2",
                    "--steps", "1", "--out", tmp_path / "s")
     assert m["num_puzzles"] == 2 and m["dataset"] == "folder"
@@ -314,6 +315,16 @@ def test_shipped_checkpoint_finds_its_data_from_any_folder(tmp_path, monkeypatch
     with pytest.raises(UserError, match=r"was trained on nowhere/photos, which is found neither from here nor next "
                                         r"to the checkpoint; pass --data-dir with that folder$"):
         sample_run("--ckpt", tmp_path / "moved.pt", "--out", tmp_path / "s")
+
+
+def test_a_key_of_the_paper_table_that_is_no_setting_is_refused(layout, monkeypatch):
+    """A mistyped key in configs/paper.py's table (here IMAGE["imagenet"]) is refused, named, by make_config: not
+    dropped without a word."""
+    monkeypatch.setitem(paper.IMAGE, "imagenet", {**paper.IMAGE["imagenet"], "ema_decy": (0.9999, "a typo")})
+    args = train_image.get_parser().parse_args(["--dataset", "imagenet", "--data-dir", str(layout("imagenet"))])
+    with pytest.raises(UserError, match=r"^configs/paper.py's IMAGE\['imagenet'\] has a setting that jpdvt does not "
+                                        r"know: ema_decy; correct or remove it$"):
+        train_image.make_config(args)
 
 
 def test_max_steps_replaces_the_papers_epochs(layout):
@@ -342,7 +353,7 @@ def test_resume_refuses_init_and_restores_the_optimizer(tmp_path):
     ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=True)
     assert "scaler" not in ckpt                              # the fp16 scaler's scale restarts on resume
     config = load_checkpoint(tmp_path / "ckpt.pt")["config"]
-    model, ema = (jpdvt.kind_of(config).network(config.model) for _ in range(2))
+    model, ema = ((dit.DiT if config.puzzle.kind == "image" else UNet3D)(config.model) for _ in range(2))
     opt = torch.optim.AdamW(model.parameters())
     assert load_state(ckpt, model, ema, opt) == 1 and opt.state_dict()["state"]         # AdamW's moments back
     for k, v in model.state_dict().items():

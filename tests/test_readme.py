@@ -10,10 +10,12 @@ import pytest
 from conftest import ROOT
 
 README = open(os.path.join(ROOT, "README.md")).read()
+PACKAGES = ("solving", "bench", "sources")           # the project's folders whose modules run with python -m
 
 
 def readme_commands():
-    """(script, flags) for every `python X.py ...` / `torchrun ... X.py ...` in the README's bash blocks."""
+    """(script, flags) for every `python X.py ...` / `torchrun ... X.py ...` / `python -m X.Y ...` (script X/Y.py;
+    `-m X`: X/__main__.py) in the README's bash blocks."""
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", README, flags=re.S):
         for line in block.replace("\\\n", " ").splitlines():
@@ -25,19 +27,22 @@ def readme_commands():
                     words = ["python", *words[next(i for i, w in enumerate(words) if w.endswith(".py")):]]
                 if words[:1] == ["python"] and words[1:2] and words[1].endswith(".py"):
                     commands.append((words[1], words[2:]))
+                elif words[:2] == ["python", "-m"] and len(words) > 2 and words[2].split(".")[0] in PACKAGES:
+                    module = words[2].replace(".", "/")                 # a package runs its __main__.py
+                    commands.append((module + (".py" if "/" in module else "/__main__.py"), words[3:]))
     return commands
 
 
 def test_readme_has_commands_for_every_script():
     scripts = {script for script, _ in readme_commands()}
-    assert {"sample.py", "train_image.py", "train_video.py", "mnist.py"} <= scripts, scripts
+    assert {"sample.py", "train_image.py", "train_video.py", "mnist.py", "solving/own.py"} <= scripts, scripts
 
 
 @pytest.mark.parametrize("script,flags", readme_commands(), ids=lambda x: x if isinstance(x, str) else
                          " ".join(x[:4])[:60])
 def test_readme_command_parses(script, flags):
     assert os.path.exists(os.path.join(ROOT, script)), f"the README runs {script}, which is not at the root"
-    module = importlib.import_module(script[:-3])
+    module = importlib.import_module(script[:-3].replace("/", "."))
     if flags:
         module.get_parser().parse_args(flags)        # argparse exits (a failed test) on an unknown flag or value
 

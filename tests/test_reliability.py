@@ -1,6 +1,7 @@
 """Reliability: exact resume after SIGKILL, fine-tuning, safe checkpoints, NaN stop, clean errors for bad input."""
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -11,16 +12,27 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, TINY_IMAGE, assert_one_line_error, py, sample_run, train_image_run, train_video_run
+from conftest import (
+    ROOT,
+    SHAPES_CKPT,
+    TINY_IMAGE,
+    assert_one_line_error,
+    own_run,
+    py,
+    sample_run,
+    train_image_run,
+    train_video_run,
+)
 from PIL import Image
 
 import sample
+import solving.own as own
 import train_image
 from dit import DiTConfig
-from plumbing.checkpoint import FORMAT, Config, load_checkpoint
+from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError, user_errors
 from puzzles import VideoConfig
-from train import TrainConfig
+from train import FORMAT, Config, TrainConfig
 from unet3d import UNetConfig
 
 
@@ -147,8 +159,8 @@ def test_truncated_and_wrong_kind_checkpoints(image_ckpt, tmp_path):
     with pytest.raises(UserError, match="holds the image model, not the video model; pass it to train_image.py"):
         train_video_run("--init", image_ckpt, "--out", tmp_path)
     with pytest.raises(UserError, match=r"--pieces does not apply to .*video.pt, which holds the video model; its "
-                                        "inputs are --frames, --superres and --video"):
-        sample_run("--ckpt", video, "--pieces", tmp_path, "--out", tmp_path)
+                                        "input is --frames or --superres$"):
+        own_run("--ckpt", video, "--pieces", tmp_path, "--out", tmp_path)
     other = tmp_path / "other.pt"
     torch.save({"weights": torch.zeros(3)}, other)
     with pytest.raises(UserError, match="not a jpdvt checkpoint"):
@@ -173,6 +185,50 @@ def test_config_that_does_not_fit_is_refused_in_one_sentence(image_ckpt, tmp_pat
     lacking = dict(ck["config"], model={k: v for k, v in ck["config"]["model"].items() if k != "piece_size"})
     torch.save(dict(ck, config=lacking), tmp_path / "lacking.pt")
     assert load_checkpoint(tmp_path / "lacking.pt")["config"].model.piece_size == DiTConfig.piece_size
+
+
+def test_a_checkpoint_setting_this_version_does_not_know_is_one_line(tmp_path):
+    """A shipped checkpoint whose model settings hold a key this version does not know: sample.py exits 2 with one
+    error line that names it (no traceback)."""
+    ck = torch.load(SHAPES_CKPT, weights_only=True)
+    ck["config"]["model"]["dept_typo"] = 12
+    torch.save(ck, tmp_path / "typo.pt")
+    proc = py("sample.py", "--ckpt", tmp_path / "typo.pt", "--num-puzzles", "1", "--steps", "1", "--device", "cpu",
+              check=False)
+    assert_one_line_error(proc, "settings this version of jpdvt does not know (dept_typo)")
+    assert not (tmp_path / "samples").exists()                           # nothing written
+
+
+def folder_dataset(root):
+    """A folder dataset of random 40 x 50 px photos: train/ (4), val/ (1) and test/ (1)."""
+    for split, n in (("train", 4), ("val", 1), ("test", 1)):
+        (root / split).mkdir(parents=True)
+        for i in range(n):
+            pixels = np.random.default_rng(10 * len(split) + i).random((40, 50, 3))
+            Image.fromarray((pixels * 255).astype(np.uint8)).save(root / split / f"{split}{i}.png")
+
+
+def test_resume_takes_the_same_data_moved_and_refuses_other_files(tmp_path):
+    """--resume --data-dir NEW: the run's folder dataset copied to a new place is accepted and the run goes on from
+    there; a folder that holds other files (one more training photo) is refused, naming it."""
+    data = tmp_path / "data"
+    folder_dataset(data)
+    train_image_run(*TINY_IMAGE, "--dataset", "folder", "--data-dir", data, "--max-steps", "2", "--eval-every", "0",
+                    "--out", tmp_path / "run")
+    ckpt = tmp_path / "run" / "ckpt.pt"
+    other = tmp_path / "other"
+    shutil.copytree(data, other)
+    shutil.copy(other / "train" / "train0.png", other / "train" / "extra.png")
+    with pytest.raises(UserError, match=f"^--data-dir {re.escape(str(other))} does not hold the files of "
+                                        f"{re.escape(str(data))} in the same splits"):
+        train_image_run("--resume", ckpt, "--data-dir", other, "--max-steps", "3")
+    assert torch.load(ckpt, weights_only=True)["step"] == 2                 # the refused resume trained nothing
+    moved = tmp_path / "moved"
+    shutil.copytree(data, moved)
+    train_image_run("--resume", ckpt, "--data-dir", moved, "--max-steps", "3", "--workers", "0")
+    ck = load_checkpoint(ckpt)
+    assert ck["step"] == 3 and ck["config"].puzzle.data_dir == str(moved)
+    assert "resuming at step 2" in (tmp_path / "run" / "log.txt").read_text()
 
 
 def test_shipped_checkpoint_cannot_be_resumed(tmp_path):
@@ -300,8 +356,6 @@ def test_train_image_bad_input(flags, needle, bad_files, capsys):
 
 
 @pytest.mark.parametrize("flags,needle", [
-    (["--pieces", "{bad}/nothing"], "nothing is not a folder"),
-    (["--pieces", "{bad}/empty"], "empty is empty"),
     (["--missing", "4"], "--missing"),
     (["--dataset", "folder", "--data-dir", "{bad}/empty"], "--data-dir"),
     (["--dataset", "digits"], "--dataset digits does not fit this image checkpoint"),
@@ -310,4 +364,16 @@ def test_train_image_bad_input(flags, needle, bad_files, capsys):
 def test_sample_bad_input(flags, needle, bad_files, image_ckpt, capsys):
     flags = [f.replace("{bad}", str(bad_files)) for f in flags]
     last = cli_error(sample, ["--ckpt", image_ckpt, "--out", bad_files / "s", *flags], capsys)
+    assert last.startswith("error: ") and needle in last, last
+
+
+@pytest.mark.parametrize("flags,needle", [
+    (["--pieces", "{bad}/nothing"], "nothing is not a folder"),
+    (["--pieces", "{bad}/empty"], "empty is empty"),
+    ([], "give your data: --pieces DIR"),
+    (["--device", "gpu"], "--device"),
+])
+def test_own_data_bad_input(flags, needle, bad_files, image_ckpt, capsys):
+    flags = [f.replace("{bad}", str(bad_files)) for f in flags]
+    last = cli_error(own, ["--ckpt", image_ckpt, "--out", bad_files / "o", *flags], capsys)
     assert last.startswith("error: ") and needle in last, last

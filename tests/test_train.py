@@ -8,12 +8,13 @@ from conftest import ROOT, SHAPES_CKPT, TINY_IMAGE, run, sample_run, train_image
 
 import jpdvt
 import sample
+import solving.own as own
+import solving.solver
 import train_image
 import train_video
-from plumbing.checkpoint import FORMAT, load_checkpoint, typed
+from plumbing.checkpoint import FORMAT, load_checkpoint
 from plumbing.cli import UserError
 from puzzles import collate, puzzle_set
-from train import TrainConfig
 
 
 def weights_after(tmp_path, name, *flags):
@@ -98,8 +99,7 @@ def test_checkpoint_format_and_settings_it_lacks_load_with_defaults(tmp_path):
     del old["prediction"]
     torch.save({**ckpt, "config": old}, tmp_path / "old.pt")
     back = load_checkpoint(tmp_path / "old.pt", kind="image")["config"]
-    assert back.model.codes == "piece" and back.prediction == "x0" and "accum" not in back.train
-    assert typed(TrainConfig, back.train, "old.pt").accum == 1
+    assert back.model.codes == "piece" and back.prediction == "x0" and back.train.accum == 1   # typed: its default
     train_image_run("--resume", tmp_path / "old.pt", "--max-steps", "2", "--out", tmp_path / "r")   # typed: accum 1
     resumed = torch.load(tmp_path / "r" / "ckpt.pt", weights_only=True)
     assert resumed["step"] == 2 and resumed["config"]["train"]["accum"] == 1
@@ -121,7 +121,8 @@ def test_a_setting_this_version_does_not_know_is_refused_naming_it(tmp_path):
     del ckpt["config"]["puzzle"]["paired_pictures"]
     ckpt["config"]["train"]["scaler_growth"] = 2.0
     torch.save(ckpt, tmp_path / "scaler.pt")
-    assert load_checkpoint(tmp_path / "scaler.pt")["config"].puzzle.grid == (2, 2)   # sampling reads no train part
+    with pytest.raises(UserError, match=r"does not know \(scaler_growth\)"):   # a checkpoint's config is typed whole
+        load_checkpoint(tmp_path / "scaler.pt")
     with pytest.raises(UserError, match=r"does not know \(scaler_growth\)"):
         train_image_run("--resume", tmp_path / "scaler.pt", "--out", tmp_path / "r")
 
@@ -170,7 +171,7 @@ def test_the_solver_keeps_the_anchor_on_its_cell_whatever_the_costs(monkeypatch)
     batch = collate([puzzle_set(solver.config.puzzle, "test", 0)[i] for i in range(4)])
     cost = torch.rand(4, 9, 9)
     cost[torch.arange(4), 0, batch["true_pos"][:, 0]] = 10.0           # piece 0's true cell looks the worst
-    monkeypatch.setattr(jpdvt, "code_costs", lambda *a, **k: (cost[None], batch["content"]))   # (S, B, N, P)
+    monkeypatch.setattr(solving.solver, "code_costs", lambda *a, **k: (cost[None], batch["content"]))   # (S, B, N, P)
     pos, _ = solver.solve_batch(batch, given=jpdvt.given_codes(batch, True))
     assert (pos[:, 0] == batch["true_pos"][:, 0].numpy()).all()
     video = jpdvt.load(os.path.join(ROOT, "checkpoints", "video-digits-5x4.pt"), device="cpu")
@@ -209,19 +210,6 @@ def test_sample_sets_cpu_threads_and_load_does_not(monkeypatch, tmp_path):
         torch.set_num_threads(before)
 
 
-def test_sec_per_puzzle_is_timed_after_a_warm_up(tmp_path, monkeypatch):
-    """sample.py runs two sampling steps on a batch, with noise of its own, before it starts the clock."""
-    calls = []
-    real = jpdvt.Solver.solve_batch                                # the warm-up, then the scoring
-    monkeypatch.setattr(jpdvt.Solver, "solve_batch", lambda self, batch, **kw: (calls.append(
-        ((kw.get("opts") or self.opts).steps, len(batch["true_pos"]), (kw.get("opts") or self.opts).generator is
-         self.opts.generator)), real(self, batch, **kw))[1])
-    clock = []
-    monkeypatch.setattr(sample.time, "time", lambda real=sample.time.time: (clock.append(len(calls)), real())[1])
-    m = sample_run("--ckpt", SHAPES_CKPT, "--num-puzzles", "3", "--steps", "3", "--out", tmp_path)
-    assert calls == [(2, 3, False), (3, 3, True)] and clock[0] == 1 and m["num_puzzles"] == 3
-
-
 def test_the_held_out_check_solves_in_the_training_precision(tmp_path, monkeypatch):
     """Training's check solves under the same autocast as training (and as sample.py): bf16 here when asked."""
     import train
@@ -243,9 +231,9 @@ def test_ema_decay_is_a_setting_below_one(capsys):
 
 
 @pytest.mark.parametrize("script,flag", [(train_image, "--warmup"), (train_image, "--seed"), (train_video, "--workers"),
-                                         (train_video, "--eval-every"), (sample, "--seed"), (sample, "--superres")])
+                                         (train_video, "--eval-every"), (sample, "--seed"), (own, "--superres")])
 def test_counts_below_zero_are_refused_by_the_parser(script, flag, capsys):
-    flags = ["--ckpt", "x.pt"] if script is sample else []
+    flags = ["--ckpt", "x.pt"] if script in (sample, own) else []
     with pytest.raises(SystemExit) as stop:
         script.get_parser().parse_args([*flags, flag, "-1"])
     assert stop.value.code == 2 and f"argument {flag}: must be at least 0, got -1" in capsys.readouterr().err

@@ -9,15 +9,15 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from conftest import CHELSEA, COFFEE, ROOT, sample_run
+from conftest import CHELSEA, COFFEE, ROOT, own_run, sample_run
 from PIL import Image
 
 import jpdvt
 import plumbing.cli as cli
-from jpdvt import Solver
 from plumbing.checkpoint import load_checkpoint
-from plumbing.cli import UserError, resolve_device
+from plumbing.cli import UserError, autocast, resolve_device
 from solving.bag import CONFIDENCE_SAMPLES
+from solving.solver import Solver
 from sources.files import fit_image
 
 PHOTOS_CKPT = os.path.join(ROOT, "checkpoints", "image-photos-3x3.pt")
@@ -53,9 +53,9 @@ def test_device_mps_without_a_mac_gpu_is_one_sentence(monkeypatch):
 
 @pytest.mark.filterwarnings("ignore:CUDA is not available")
 def test_auto_precision_is_fp32_on_cpu_and_mps_bf16_on_cuda():
-    assert isinstance(jpdvt.autocast(torch.device("mps"), "auto"), contextlib.nullcontext)
-    assert isinstance(jpdvt.autocast(torch.device("cpu"), "auto"), contextlib.nullcontext)
-    assert jpdvt.autocast(torch.device("cuda"), "auto").fast_dtype == torch.bfloat16
+    assert isinstance(autocast(torch.device("mps"), "auto"), contextlib.nullcontext)
+    assert isinstance(autocast(torch.device("cpu"), "auto"), contextlib.nullcontext)
+    assert autocast(torch.device("cuda"), "auto").fast_dtype == torch.bfloat16
 
 
 def test_solve_with_a_seed_repeats_itself():
@@ -84,7 +84,7 @@ def test_command_line_solves_a_bag_as_jpdvt_load_does(tmp_path):
     folder.mkdir()
     for name, im in pieces.items():
         im.save(folder / name)
-    report = sample_run("--ckpt", PHOTOS_CKPT, "--pieces", folder)
+    report = own_run("--ckpt", PHOTOS_CKPT, "--pieces", folder)
     result = jpdvt.load(PHOTOS_CKPT, device="cpu").solve({n: Image.open(folder / n).convert("RGB")
                                                            for n in sorted(pieces)})
     sampling = torch.load(PHOTOS_CKPT, weights_only=True)["sampling"]            # the checkpoint's recommendation
@@ -107,4 +107,5 @@ def test_a_test_folder_is_scored_when_no_val_split_can_be_formed(tmp_path, capsy
     metrics = sample_run("--ckpt", PHOTOS_CKPT, "--dataset", "folder", "--data-dir", tmp_path, "--num-puzzles", 2,
                          "--steps", 2, "--out", tmp_path / "out")
     assert metrics["num_puzzles"] == 2 and metrics["split"] == "test" and metrics["dataset"] == "folder"
-    assert "2 puzzles (ddim-2, hungarian)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "sampling: ddim, 2 steps, " in out and "hungarian assignment" in out and "2 test puzzles x 1 pass(es)" in out

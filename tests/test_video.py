@@ -1,4 +1,5 @@
-"""Video side: VideoPuzzles, solving with known positions, train_video.py, sample.py's video modes, bad inputs."""
+"""Video side: VideoPuzzles, solving with known positions, train_video.py, sample.py and python -m solving.own on clips
+(super-resolution), bad inputs."""
 import json
 from dataclasses import replace
 from importlib.util import find_spec
@@ -7,7 +8,7 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 import torch
-from conftest import DIGITS_CKPT, sample_run, tiny_run, train_video_run
+from conftest import DIGITS_CKPT, own_run, sample_run, tiny_run, train_video_run
 from PIL import Image
 
 import jpdvt
@@ -266,8 +267,9 @@ def test_resume_video_is_exact(tmp_path, monkeypatch):
 def test_sample_metrics_and_gif(video_ckpt, tmp_path, capsys):
     m = sample_run("--ckpt", video_ckpt, "--num-puzzles", "3", "--steps", "2", "--batch-size", "2", "--samples", "2",
                    "--out", tmp_path)
-    out = capsys.readouterr().out
-    assert "mean Kendall distance" in out and "x2 samples" in out
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("sampling: ddpm, 2 steps, 2 sample(s), hungarian assignment, judge none (")
+    assert out[-2].startswith("3 test puzzles x 1 pass(es): mean Kendall distance")
     assert json.loads(json.dumps(m)) == json.loads((tmp_path / "metrics.json").read_text())
     assert {"kendall", "exact", "kendall_set", "exact_set", "num_puzzles", "sec_per_puzzle", "dataset", "pieces",
             "frames_per_piece", "missing", "sampler", "steps", "samples", "assign", "seed", "ckpt",
@@ -294,15 +296,15 @@ def test_superres_needs_a_model_trained_with_missing_pieces(tmp_path):
     with pytest.raises(UserError, match=r"^--superres generates pieces, and .*video-digits-5x4.pt trained without "
                                         r"missing pieces \(--missing 0\), so it cannot; use a video model trained "
                                         r"with --missing K$"):
-        sample_run("--ckpt", DIGITS_CKPT, "--superres", "1", "--out", tmp_path)
+        own_run("--ckpt", DIGITS_CKPT, "--superres", "1", "--out", tmp_path)
 
 
 def test_superres(video_ckpt, tmp_path):
-    sample_run("--ckpt", video_ckpt, "--superres", "1", "--num-puzzles", "2", "--steps", "2", "--out", tmp_path)
+    own_run("--ckpt", video_ckpt, "--superres", "1", "--num-puzzles", "2", "--steps", "2", "--out", tmp_path)
     red = red_pixels(tmp_path / "superres.gif")
     assert len(red) == 6 and red[[0, 1, 4, 5]].sum() == 0 and red[[2, 3]].min() > 0  # piece 1 generated, marked
     clip = write_clip(tmp_path / "low.gif", frames=4)          # 2 pieces of 2 frames: the low-rate input
-    sample_run("--ckpt", video_ckpt, "--video", clip, "--superres", "1", "--steps", "2", "--out", tmp_path)
+    own_run("--ckpt", video_ckpt, "--video", clip, "--superres", "1", "--steps", "2", "--out", tmp_path)
     assert iio.imread(tmp_path / "low_superres.gif", index=None).shape[0] == 6
 
 
@@ -358,11 +360,11 @@ def test_train_video_bad_input(case, tmp_path, capsys):
 def test_sample_video_bad_input(video_ckpt, tmp_path):
     short = write_clip(tmp_path / "short.gif", frames=3)
     with pytest.raises(UserError, match="has 3 frames at --frame-stride 1, fewer than the 4"):
-        sample_run("--ckpt", video_ckpt, "--video", short, "--superres", "1", "--out", tmp_path)
+        own_run("--ckpt", video_ckpt, "--video", short, "--superres", "1", "--out", tmp_path)
     with pytest.raises(UserError, match="--video names a clip to raise the frame rate of: add --superres K"):
-        sample_run("--ckpt", video_ckpt, "--video", short, "--out", tmp_path)
+        own_run("--ckpt", video_ckpt, "--video", short, "--out", tmp_path)
     with pytest.raises(UserError, match="--superres 2 does not fit this 3-piece checkpoint"):
-        sample_run("--ckpt", video_ckpt, "--superres", "2", "--out", tmp_path)
+        own_run("--ckpt", video_ckpt, "--superres", "2", "--out", tmp_path)
 
 
 @pytest.mark.skipif(find_spec("diffusers") is not None, reason="diffusers is installed")
