@@ -64,8 +64,8 @@ from puzzles import ImageConfig, VideoConfig, judge
 # ----------------------------------------------------------------------------
 
 JUDGES = {"none": "the mean distance of the samples decides (the paper: one sample)",
-          "edges": "of the samples' arrangements, the one whose pieces fit best across their borders (images) or cuts "
-                   "(clips) wins (puzzles.judge; not in the paper)"}
+          "edges": "of the samples' arrangements, the one whose pieces fit best across their borders (images, by "
+                   "Gallagher's MGC) or cuts (clips) wins (puzzles.judge; not in the paper)"}
 
 
 @dataclass

@@ -176,7 +176,8 @@ def add_solver_flags(p):
                         "text: piece by piece, the closest free position)")
     p.add_argument("--judge", choices=JUDGES,
                    help="none, or edges: of the samples' arrangements (each sample's and their mean's), keep the one "
-                        "whose pieces fit best across their borders (images) or cuts (clips); not in the paper")
+                        "whose pieces fit best across their borders (images, scored by Gallagher's MGC) or cuts "
+                        "(clips); not in the paper")
     p.add_argument("--device", default="auto",
                    help="auto (a CUDA GPU, else a Mac's GPU, mps, else the CPU), cpu, cuda, cuda:N or mps")
     p.add_argument("--precision", default="auto", choices=PRECISIONS,
