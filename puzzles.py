@@ -200,13 +200,14 @@ class VideoPuzzles(torch.utils.data.Dataset):
     global batch), start as shorter windows of `first` pieces (slots 0..first-1), growing to all.
     """
 
-    def __init__(self, cfg, split, seed=0):
+    def __init__(self, cfg, split, seed=0, clips=None):
         from sources.videos import Clips  # video sources: read only by video puzzles
         self.cfg, self.split, self.seed = cfg, split, seed
         self.train = split == "train"
         self.curriculum = cfg.curriculum if self.train else None
         self.span = cfg.pieces * cfg.frames_per_piece          # frames of one puzzle, after striding
-        self.clips = Clips(cfg, split, seed)
+        # where the clips come from: pixels (Clips), or sources.latents.LatentClips (latents encoded once)
+        self.clips = clips if clips is not None else Clips(cfg, split, seed)
         self.files = self.clips.files                          # a video folder's files (else None)
 
     def __len__(self):
@@ -225,7 +226,8 @@ class VideoPuzzles(torch.utils.data.Dataset):
         k = min(k, pieces - 2)      # a curriculum's short puzzle keeps a piece to place beside the anchor (otherwise
         # a no-op: check_puzzle bounds --missing)
         start = None if self.train else (len(clip) - self.span) // 2
-        return video_item(make_video_puzzle(clip, pieces, self.cfg.frames_per_piece, rng=rng, missing=k, start=start))
+        puzzle = make_video_puzzle(clip, pieces, self.cfg.frames_per_piece, rng=rng, missing=k, start=start)
+        return self.clips.item(puzzle) if self.clips.latent else video_item(puzzle)
 
 
 def puzzle_set(cfg, split, seed=0):

@@ -94,6 +94,7 @@ def check_curriculum(settings):
 
 
 def main(args):
+    latents, args.latents = args.latents, None   # a data location, not a setting: also given with --resume
     if args.resume or args.init:                 # a run that starts from a checkpoint
         from plumbing.checkpoint import init_weights, resume
     if args.resume:
@@ -106,11 +107,16 @@ def main(args):
     kind = jpdvt.Videos(config.puzzle)
     codec = load_codec(config.puzzle.vae) if config.puzzle.vae else None
     seed = config.train.seed
-    held_out = VideoPuzzles(config.puzzle, "val", seed)         # model selection: never the test split
+    if latents:                                  # clips encoded once (python -m sources.latents): nothing to encode
+        from sources.latents import latent_sets
+        (train_set, held_out), codec = latent_sets(latents, config.puzzle, seed), None
+        print(f"reading the latents stored in {latents} (train and val clips encoded once)")
+    else:
+        train_set = VideoPuzzles(config.puzzle, "train", seed)
+        held_out = VideoPuzzles(config.puzzle, "val", seed)     # model selection: never the test split
     torch.manual_seed(config.train.seed)           # the same initial weights on every rank and every rerun
     model = UNet3D(config.model)
-    train(config, kind, model, VideoPuzzles(config.puzzle, "train", seed), held_out, run, start=start,
-          encode=codec.encode_batch if codec else None)
+    train(config, kind, model, train_set, held_out, run, start=start, encode=codec.encode_batch if codec else None)
 
 
 def get_parser():
@@ -138,6 +144,10 @@ def get_parser():
     p.add_argument("--vae", default=None,
                    help="diffuse in the latent space of the Stable-Diffusion-style autoencoder in this local folder "
                         "(diffusers AutoencoderKL; needs pip install diffusers)")
+    p.add_argument("--latents", default=None,
+                   help="train from the latents that python -m sources.latents stored in this folder (each clip "
+                        "encoded once) instead of encoding every batch; with the same --vae, --dataset, --data-dir, "
+                        "--size and --frame-stride")
     add_train_flags(p, TrainConfig(**RECIPE))
     return p
 

@@ -58,7 +58,8 @@ class VaeCodec:
         return out.reshape(*x.shape[:-3], *out.shape[1:])      # (b n f) c h w -> b n f c h w
 
     def encode(self, frames):
-        """(..., 3, H, W) in [-1, 1] -> scaled latents (..., channels, H/8, W/8), about unit variance."""
+        """(..., 3, H, W) in [-1, 1] -> scaled latents (..., channels, H/8, W/8), about unit variance. The mean of the
+        latent distribution, never a sample: a frame has one latent, so python -m sources.latents can store it once."""
         return self._frames(frames, lambda x: (self.vae.encode(x).latent_dist.mean - self.shift) * self.scale)
 
     def decode(self, latents):

@@ -46,6 +46,8 @@ class Clips:
     once per epoch in a seeded order, each visit a fresh window; val and test: clip i); `files` for a video folder;
     unreadable or too short videos are skipped (and counted in `skipped`)."""
 
+    latent = False                                         # pixel clips (sources.latents.LatentClips: latents)
+
     def __init__(self, cfg, split, seed=0):
         self.cfg, self.split, self.seed = cfg, split, seed
         self.train = split == "train"
@@ -92,24 +94,36 @@ class Clips:
         elif self.mnist_dir is not None:
             digits = mnist_digits(self.mnist_dir, self.digits)
             clip = moving_mnist(digits, rng, max(20, self.span * self.stride), size=size)[::self.stride, :, :, None]
-        elif self.videos is not None:
-            clip = self.videos[self.clip_index(i), ::self.stride, :, :, None].astype(np.float32) / 255
-            if size != clip.shape[1]:
-                clip = np.stack([resize_frame(f, size) for f in clip])
         else:
-            clip = self.read(self.clip_index(i))
+            return self.read(self.clip_index(i))
+        return clip if clip.shape[-1] == self.cfg.channels else fit_channels(clip, self.cfg.channels)
+
+    def load(self, k):
+        """Clip k of a finite set (a .npy of Moving MNIST or a folder's video k), every frame_stride-th frame at size x
+        size with cfg.channels channels, (frames, size, size, channels) in [0, 1]; an unreadable video raises
+        UserError. sources.latents.LatentClips reads its stored latents here instead."""
+        if self.videos is not None:
+            clip = self.videos[k, ::self.stride, :, :, None].astype(np.float32) / 255
+            if self.cfg.size != clip.shape[1]:
+                clip = np.stack([resize_frame(f, self.cfg.size) for f in clip])
+        else:
+            clip = read_video(self.files[k], self.stride, self.cfg.size)
         return clip if clip.shape[-1] == self.cfg.channels else fit_channels(clip, self.cfg.channels)
 
     def read(self, i):
-        """Video i of the folder, or the next usable one: unreadable or too short ones are skipped and counted."""
+        """Clip i of the finite set; of a folder, video i or the next usable one: unreadable or too short ones are
+        skipped and counted."""
+        if self.videos is not None:
+            return self.load(i)
         n = len(self.files)
         for k in range(n):
             path = self.files[(i + k) % n]
             if path in self.skipped:
                 continue
-            require_backend(path)                              # a missing decoder is the user's to install
+            if not self.latent:
+                require_backend(path)                          # a missing decoder is the user's to install
             try:
-                clip = read_video(path, self.stride, self.cfg.size)
+                clip = self.load((i + k) % n)
             except UserError:
                 note_skip(self.skipped, path, "unreadable video", total=n)
                 continue
