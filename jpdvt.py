@@ -31,15 +31,15 @@ Read this file after posenc.py and diffusion.py; the networks are in dit.py and 
   generated content goes, and it can take a real piece's cell (the displaced real piece then counts as wrong).
 - Temporal super-resolution (a video use of the same solve, the supplement's): the code of every given piece is
   told, and only the missing pieces between them are generated.
-- Images / Videos (kind_of(config)): the table of true codes, the network, the told pieces and the scores of each.
-- load: a trained checkpoint ready to solve your own bag of pieces (solving/solver.py holds it).
+- What differs between image and video puzzles: the table of true codes (position_table) and the scores (score);
+  the rest branches nowhere. A video puzzle is always anchored (VideoConfig.anchor), an image puzzle when trained so.
 
     model = DiT(config.model); diffusion = GaussianDiffusion(1000, config.prediction)
-    given = given_codes(batch, anchored=False)
+    table, given = position_table(config), given_codes(batch, config.puzzle.anchor)
     weights = {"code": 1.0, "content": 0.1}                     # train_image.py's (train_video.py: 0.2 and 0.8)
     losses = puzzle_loss(model, diffusion, batch, table=table, given=given, weights=weights)
     positions, content = solve(model, diffusion, batch, table=table, opts=SampleOptions(steps=50), given=given)
-    result = jpdvt.load("checkpoints/image-photos-3x3.pt").solve(pieces)   # .positions, .confidence, .image
+    scores = score(config.puzzle, positions, batch)             # piece_acc, puzzle_acc (clips: kendall, exact, ...)
 """
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -47,8 +47,8 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
-from dit import DiTConfig
 from metrics import (
+    assign,
     assign_batch,
     kendall_distance,
     kendall_reversible,
@@ -57,16 +57,10 @@ from metrics import (
     relabel_generated,
 )
 from posenc import grid_table, sequence_table
-from puzzles import ImageConfig, VideoConfig, judge
 
 # ----------------------------------------------------------------------------
 # The method: training objective and solver
 # ----------------------------------------------------------------------------
-
-JUDGES = {"none": "the mean distance of the samples decides (the paper: one sample)",
-          "edges": "of the samples' arrangements, the one whose pieces fit best across their borders (images, by "
-                   "Gallagher's MGC) or cuts (clips) wins (puzzles.judge; not in the paper)"}
-
 
 @dataclass
 class SampleOptions:
@@ -76,8 +70,6 @@ class SampleOptions:
     assign: str = "hungarian"      # codes -> positions: hungarian (optimal) or greedy (paper's text; metrics.ASSIGNERS)
     samples: int = 1               # independent samples of the codes, assigned on their mean distance (not in
                                    # the paper, which samples once)
-    judge: str = "none"            # none, or edges: of the samples' arrangements, keep the one whose pieces fit best
-                                   # across their borders (puzzles.judge; not in the paper)
     generator: Optional[torch.Generator] = None   # the noise of the samples (None: torch's global generator)
     callback: Optional[Callable] = None           # callback(i, x, x0) after every step of the first sample
 
@@ -158,123 +150,86 @@ def code_costs(model, diffusion, batch, table, opts, given, latent=False):
     return torch.stack(costs), generated
 
 
-def solve(model, diffusion, batch, table, opts, given, latent=False, grid=None):
+def solve(model, diffusion, batch, table, opts, given, latent=False, pinned=None):
     """
-    Returns (positions (B, N) int array: predicted position of each piece, content with missing pieces generated, the
-    first sample's): code_costs, then arrange. grid (rows, cols): image puzzles, for the judge. With several samples
-    and missing pieces, a missing piece's cell comes from all samples and its drawing from the first, which drew it
-    for the cell its own code pointed to: solving/solver.follow_cells re-pairs them for pictures.
+    Returns (positions (B, N) int array: predicted position of each piece, content with missing pieces generated):
+    code_costs, then arrange. pinned (B, N) bool: the pieces kept on their true cells in the assignment (default:
+    `given`, the pieces whose code the network is told; a model trained without an anchor is told nothing, and an
+    anchored scoring protocol pins its anchor in the assignment only). With several samples, a missing piece's cell
+    comes from all of them; its drawing is the first sample's, re-paired with the cells (follow_cells).
     """
     costs, generated = code_costs(model, diffusion, batch, table=table, opts=opts, given=given, latent=latent)
-    return arrange(costs, batch, given, opts, grid), generated
+    positions = arrange(costs, pinned_cells(batch, given if pinned is None else pinned), opts.assign)
+    if opts.samples > 1 and batch["missing"].any():
+        generated = follow_cells(generated, costs, positions, batch)
+    return positions, generated
 
 
-def arrange(costs, batch, given, opts, grid=None):
+def arrange(costs, pinned, method):
     """
-    (B, N) int array: the pieces matched to positions one to one from the samples' costs (S, B, N, positions), a told
-    piece on its cell. Hungarian (the least total distance) or the paper's greedy rule, on the mean distance of the K
-    samples (a small ensemble: a mean of distances keeps each sample's vote, where a mean of codes from samples that
-    chose different cells would sit between them, near neither). With opts.judge "edges", each sample's own
-    arrangement and the ensemble's are candidates, and the one whose placed pieces fit best across their shared
-    borders (images) or cuts (clips) wins.
+    (B, N) int array: the pieces matched to positions one to one from the samples' costs (S, B, N, positions), a
+    pinned piece (pinned_cells) on its cell. Hungarian (the least total distance) or the paper's greedy rule, on the
+    mean distance of the S samples (a small ensemble: a mean of distances keeps each sample's vote, where a mean of
+    codes from samples that chose different cells would sit between them, near neither).
     """
-    pinned = pinned_cells(batch, given)
-    if opts.judge == "none":
-        return assign_batch(costs.mean(0), opts.assign, pinned=pinned)                  # (B, N)
-    return judge(costs, batch["content"], batch["missing"], pinned, opts.assign, grid)
+    return assign_batch(costs.mean(0), method, pinned=pinned)                          # (B, N)
 
 
-def pinned_cells(batch, given):
-    """(B, N) long: the true cell of each piece whose code is told (the anchor), -1 elsewhere: the assignment keeps a
-    told piece on its cell."""
-    return torch.where(given, batch["true_pos"], torch.full_like(batch["true_pos"], -1))
+def follow_cells(generated, costs, positions, batch):
+    """The first sample's drawings re-paired with the cells that the answer gives the missing pieces: a missing piece
+    has no content of its own, so each of those cells shows the drawing whose first-sample code lies nearest it (one to
+    one), not whichever drawing the piece that won the cell happened to make."""
+    first, out = costs[0], generated.clone()
+    for b, miss in enumerate(batch["missing"].cpu().numpy()):
+        m = np.flatnonzero(miss)
+        if len(m) > 1:                                # drawing of piece m[i] -> the cell held by piece m[pair[i]]
+            pair = assign(first[b][m][:, positions[b, m]].cpu().numpy(), "hungarian")
+            out[b, m[pair]] = generated[b, m]
+    return out
+
+
+def pinned_cells(batch, pinned):
+    """(B, N) long: the true cell of each pinned piece (pinned (B, N) bool: the anchor), -1 elsewhere: the assignment
+    keeps a pinned piece on its cell."""
+    return torch.where(pinned, batch["true_pos"], torch.full_like(batch["true_pos"], -1))
 
 
 # ----------------------------------------------------------------------------
 # What differs between image and video puzzles
 # ----------------------------------------------------------------------------
 
-class Kind:
-    """What image and video puzzles share (each says whether it is `anchored`: piece 0's code given)."""
-
-    def given(self, batch):
-        """(B, N) bool: given_codes of a batch of these puzzles (the anchor, if they have one)."""
-        return given_codes(batch, self.anchored)
-
-
-@dataclass
-class Images(Kind):
-    """Image puzzles (train_image.py): an R x C grid of square pieces; `model` (a dit.DiTConfig) sets the codes."""
-    p: ImageConfig
-    model: Optional[DiTConfig] = None
-    vae = None                               # image pieces are always diffused in pixels
-
-    @property
-    def grid(self):
-        """(rows, cols): where the judge finds each piece's neighbours."""
-        return self.p.grid
-
-    @property
-    def anchored(self):
-        """The code of the first shuffled piece (at a random cell) is given."""
-        return self.p.anchor
-
-    def table(self, grid=None):
-        """(rows * cols, D): the 2D code of every grid position, raster order (D: the model's code_dim); with
-        codes="token", (rows * cols, K, D): the same code copied onto each of a piece's K tokens."""
-        dim, codes = (self.model.code_dim, self.model.codes) if self.model else (32, "piece")
-        table = grid_table(*(grid or self.p.grid), dim=dim)
-        if codes == "token":
-            k = (self.model.piece_size // self.model.patch_size) ** 2
-            table = table[:, None].expand(-1, k, -1).contiguous()
-        return table
-
-    def score(self, positions, batch):
-        """Piece and puzzle accuracy of predicted positions (B, N) over the pieces the model had to place (metrics.json
-        says so: sample.REPORT's "counted")."""
-        true_pos, missing = batch["true_pos"].cpu().numpy(), batch["missing"].cpu().numpy()
-        placed = ~missing & ~self.given(batch).cpu().numpy()      # not the anchored piece
-        return {"piece_acc": piece_accuracy(positions, true_pos, placed),
-                "puzzle_acc": puzzle_accuracy(positions, true_pos, placed)}
+def position_table(config):
+    """The true code of every position: images (rows * cols, D), the 2D code of every grid cell in raster order (D:
+    the DiT's code_dim; with codes="token", (rows * cols, K, D): the code copied onto each of a piece's K tokens);
+    videos (pieces, 16), the 1D code of every time slot."""
+    puzzle, model = config.puzzle, config.model
+    if puzzle.kind == "video":
+        return sequence_table(puzzle.pieces)
+    table = grid_table(*puzzle.grid, dim=model.code_dim)
+    if model.codes == "token":
+        k = (model.piece_size // model.patch_size) ** 2
+        table = table[:, None].expand(-1, k, -1).contiguous()
+    return table
 
 
-@dataclass
-class Videos(Kind):
-    """Temporal puzzles (train_video.py): a clip cut into pieces of consecutive frames; the first stays first."""
-    p: VideoConfig
-    anchored = True                          # the first piece in time stays first and its code is given
-    grid = None                              # slots in a row: the judge compares consecutive pieces
-
-    @property
-    def vae(self):
-        """The autoencoder folder: diffuse its latents (None: pixels)."""
-        return self.p.vae
-
-    def table(self):
-        """(pieces, 16): the 1D code of every time slot."""
-        return sequence_table(self.p.pieces)
-
-    def score(self, positions, batch):
-        """Kendall distance and exact order of predicted slots (B, N), strict (the README's figures) and with generated
-        pieces as a set (which generated piece fills which missing slot is arbitrary), and the authors' reversible
-        Kendall distance (metrics.json says what each counts: sample.REPORT's "counted")."""
-        true_pos, missing = batch["true_pos"].cpu().numpy(), batch["missing"].cpu().numpy()
-        as_set = relabel_generated(positions, true_pos, missing)
-        return {"kendall": float(np.mean(kendall_distance(positions, true_pos))),
-                "exact": puzzle_accuracy(positions, true_pos),
-                "kendall_set": float(np.mean(kendall_distance(positions, as_set))),
-                "exact_set": puzzle_accuracy(positions, as_set),
-                "kendall_rev": float(np.mean(kendall_reversible(positions, true_pos)))}
-
-
-def kind_of(config):
-    """The kind of a Config or of its puzzle config, bound to that puzzle config (an image kind also to the Config's
-    model config, which sets its codes)."""
-    puzzle = getattr(config, "puzzle", config)
-    return Images(puzzle, getattr(config, "model", None)) if puzzle.kind == "image" else Videos(puzzle)
-
-
-def load(path, device="auto", precision="auto"):
-    """A trained checkpoint ready to solve your own pieces: `jpdvt.load(path).solve(pieces)` (solving/solver.py)."""
-    from solving.solver import load_solver  # what a bag of your own needs beyond the method: solving/
-    return load_solver(path, device, precision)
+def score(puzzle, positions, batch):
+    """
+    The scores of predicted positions (B, N) (numpy) of a batch of `puzzle`'s puzzles, each a (B,) array (their mean is
+    the figure).
+    - Images: piece and puzzle accuracy over the pieces the model had to place: not the anchor, if the puzzles have one
+      (its cell is told), nor the missing pieces (their content is generated).
+    - Clips: the Kendall distance of the order and whether it is exact, strict (every slot, the anchor and generated
+      pieces included) and with generated pieces as a set (which generated piece fills which missing slot is
+      arbitrary), and the authors' reversible Kendall distance.
+    """
+    true_pos, missing = batch["true_pos"].cpu().numpy(), batch["missing"].cpu().numpy()
+    if puzzle.kind == "image":
+        placed = ~missing & ~given_codes(batch, puzzle.anchor).cpu().numpy()
+        return {"piece_acc": np.array([piece_accuracy(*one) for one in zip(positions, true_pos, placed)]),
+                "puzzle_acc": np.array([puzzle_accuracy(*one) for one in zip(positions, true_pos, placed)])}
+    as_set = relabel_generated(positions, true_pos, missing)
+    return {"kendall": kendall_distance(positions, true_pos),
+            "exact": (positions == true_pos).all(1).astype(float),
+            "kendall_set": kendall_distance(positions, as_set),
+            "exact_set": (positions == as_set).all(1).astype(float),
+            "kendall_rev": kendall_reversible(positions, true_pos)}

@@ -16,77 +16,34 @@ step -> EMA of the weights (used for sampling) -> log; every so many steps a hel
   (a shipped checkpoint keeps the EMA only, with the sampling chosen for it: bench/export.py).
 
     torch.manual_seed(config.train.seed); model = DiT(config.model)      # train_image.py (train_video.py: UNet3D)
-    train(config, kind, model, train_set, held_out, run)
+    train(config, model, train_set, held_out, run)
 """
 import contextlib
 import copy
 import math
 import os
 import time
-from dataclasses import asdict, dataclass
-from typing import Union
+from dataclasses import asdict
 
 import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
+from config import FORMAT
 from diffusion import GaussianDiffusion
-from jpdvt import SampleOptions, clean_parts, puzzle_loss, solve
+from jpdvt import SampleOptions, clean_parts, given_codes, position_table, puzzle_loss, score, solve
 from plumbing.cli import UserError, autocast, cpu_threads, resolve_device
-from puzzles import ImageConfig, VideoConfig, collate
-
-FORMAT = 3                                   # of the checkpoints train() writes
-
-
-@dataclass
-class TrainConfig:
-    """How a run trains (the flags of the same names). The defaults are the tiny CPU image recipe."""
-    batch_size: int = 64                     # puzzles per step, over all processes (each of W takes B / W)
-    lr: float = 2e-3                         # AdamW learning rate (weight decay 0)
-    warmup: int = 100                        # linear warm-up steps
-    schedule: str = "constant"               # constant (the paper states none) or cosine to 0 at max_steps
-    max_steps: int = 3000                    # total training steps
-    ema_decay: float = 0.999                 # the largest decay of the EMA of the weights used for sampling
-    weight_code: float = 1.0                 # loss weight of the positional codes
-    weight_content: float = 0.1              # loss weight of missing pieces' content (the paper's videos: 0.8)
-    precision: str = "auto"                  # autocast: auto (bf16 on CUDA, fp32 on CPU and mps), fp32, bf16, fp16
-    seed: int = 0                            # data stream, noise and initial weights
-    ckpt_every: int = 500                    # write ckpt.pt every N steps
-    eval_every: int = 500                    # held-out check every N steps (0: only at the end)
-    eval_puzzles: int = 64                   # puzzles of the held-out check
-    eval_steps: int = 20                     # DDIM steps of the held-out check
-    accum: int = 1                           # micro-batches per process and step (gradient accumulation)
-    clip: float = 1.0                        # the gradient's largest norm (the paper states none; 0: no clipping)
-
-
-@dataclass
-class Config:
-    """A run's settings, stored in its checkpoint: the puzzles, the network, the training and the network's target."""
-    puzzle: Union[ImageConfig, VideoConfig]
-    model: object                            # a dit.DiTConfig or an unet3d.UNetConfig
-    train: TrainConfig
-    prediction: str = "x0"                   # eps (the paper's text) or x0 (the authors' code)
-
-
-@dataclass
-class RunConfig:
-    """How this process runs a training (the flags of the same names); never stored."""
-    out: str = "out/run"                     # ckpt.pt and log.txt
-    device: str = "auto"                     # auto (cuda, else mps, else cpu), cpu, cuda, cuda:N or mps
-    workers: int = 1                         # data-loading processes
-    compile: bool = False                    # torch.compile the model
-    log_every: int = 50                      # read and log the losses every N steps
-
+from puzzles import collate
 
 # ----------------------------------------------------------------------------
 # The loop
 # ----------------------------------------------------------------------------
 
-def train(config, kind, model, train_set, held_out, run, start=None, encode=None):
+def train(config, model, train_set, held_out, run, start=None, encode=None):
     """
     Train `model` (config's network, its initial weights drawn from seed tc.seed) on `train_set` (a map-style dataset
     indexed by stream position), from those weights or from `start` (a checkpoint dict: --resume, or --init's EMA
-    weights at step 0); check its EMA on the first puzzles of `held_out`. kind: jpdvt.Images or jpdvt.Videos.
+    weights at step 0); check its EMA on the first puzzles of `held_out`.
     encode(batch) -> batch runs on the device before the loss (frames -> autoencoder latents).
     """
     tc = config.train
@@ -105,7 +62,7 @@ def train(config, kind, model, train_set, held_out, run, start=None, encode=None
     net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda"
                                                     else None) if world > 1 else model
     net = torch.compile(net) if run.compile else net
-    diffusion, table = GaussianDiffusion(1000, config.prediction), kind.table().to(device)
+    diffusion, table = GaussianDiffusion(1000, config.prediction), position_table(config).to(device)
     encode = encode or (lambda batch: batch)
     eval_batch = collate([held_out[i] for i in range(min(tc.eval_puzzles, len(held_out)))])
     eval_batch = encode({k: v.to(device) for k, v in eval_batch.items()})
@@ -123,7 +80,8 @@ def train(config, kind, model, train_set, held_out, run, start=None, encode=None
         batch = encode({k: v.to(device, non_blocking=True) for k, v in batch.items()})   # content (B, N, ...)
         lr = set_lr(opt, learning_rate(tc, step))
         opt.zero_grad(set_to_none=True)
-        losses = loss_backward(net, diffusion, batch, table, kind.given(batch), scaler, tc, world)  # jpdvt.puzzle_loss
+        losses = loss_backward(net, diffusion, batch, table, given_codes(batch, config.puzzle.anchor), scaler, tc,
+                              world)  # jpdvt.puzzle_loss
         scaler.unscale_(opt)
         if tc.clip:
             torch.nn.utils.clip_grad_norm_(model.parameters(), tc.clip)
@@ -137,13 +95,13 @@ def train(config, kind, model, train_set, held_out, run, start=None, encode=None
         if evaluate or save or step % run.log_every == 0:  # the same steps on every rank
             log.read(step, lr)                        # one sync: every rank stops here if any loss was not finite
         if rank == 0 and evaluate:
-            log.write(f"eval step {step} {held_out_check(ema, diffusion, eval_batch, table, config, kind)}")
+            log.write(f"eval step {step} {held_out_check(ema, diffusion, eval_batch, table, config)}")
         if rank == 0 and save:
             save_checkpoint(log.ckpt, config, model, ema, opt, step)
         waited = time.perf_counter()
     log.bar.close()
     if rank == 0:
-        line = held_out_check(ema, diffusion, eval_batch, table, config, kind)
+        line = held_out_check(ema, diffusion, eval_batch, table, config)
         log.write(f"final step {step} {line} (held out: {len(eval_batch['true_pos'])} val puzzles, "
                   f"DDIM-{tc.eval_steps})")
         log.file.close()
@@ -284,16 +242,16 @@ def micro_batches(batch, given, draws, k, world=1):
             for b, g, s, n in zip(puzzles, givens, ts, noises)]
 
 
-def held_out_check(ema, diffusion, batch, table, config, kind):
+def held_out_check(ema, diffusion, batch, table, config):
     """The EMA model's scores on the held-out batch, as one line: DDIM (deterministic, so that successive checks
     compare), noise seed 0, in the training's precision, on the device of the position table."""
-    device = table.device
+    device, puzzle = table.device, config.puzzle
     noise = torch.Generator(device).manual_seed(0)
     opts = SampleOptions(steps=config.train.eval_steps, sampler="ddim", generator=noise)
     with autocast(device, config.train.precision):
-        positions, _ = solve(ema, diffusion, batch, table=table, opts=opts,
-                             given=kind.given(batch), latent=kind.vae is not None)
-    return " ".join(f"{k} {v:.4f}" for k, v in kind.score(positions, batch).items())
+        positions, _ = solve(ema, diffusion, batch, table=table, opts=opts, given=given_codes(batch, puzzle.anchor),
+                             latent=getattr(puzzle, "vae", None) is not None)
+    return " ".join(f"{k} {v.mean():.4f}" for k, v in score(puzzle, positions, batch).items())
 
 
 def ema_update(ema, model, decay):

@@ -11,8 +11,8 @@ both (make_config). The log's first line prints the run's settings.
     python train_image.py --dataset imagenet --data-dir /data/imagenet --grid 3        # the paper's ImageNet 3x3
     torchrun --standalone --nproc_per_node=8 train_image.py --dataset imagenet --data-dir /data/imagenet --grid 3
 
-Writes OUT/ckpt.pt and OUT/log.txt (the loop: train.py); --resume OUT/ckpt.pt continues exactly. Solve test puzzles
-or your own pieces with sample.py --ckpt OUT/ckpt.pt.
+Writes OUT/ckpt.pt and OUT/log.txt (the loop: train.py); --resume OUT/ckpt.pt continues exactly. Score test puzzles
+with sample.py --ckpt OUT/ckpt.pt; solve your own pieces with python -m solving.own --ckpt OUT/ckpt.pt.
 """
 import argparse
 import math
@@ -20,12 +20,12 @@ from dataclasses import fields, replace
 
 import torch
 
-import jpdvt
+from config import Config, RunConfig, TrainConfig
 from dit import CODES, CONFIGS, DiT, DiTConfig
 from plumbing.cli import UserError, add_train_flags, check_known, check_puzzle, grid, positive, user_errors
 from puzzles import ImageConfig, ImagePuzzles
 from sources.images import DATASETS
-from train import Config, RunConfig, TrainConfig, train
+from train import train
 
 PAPER_DATASETS = ("imagenet", "jpwleg3")          # the paper's settings by default (--no-paper: the tiny recipe)
 # the settings of a run: every key of the paper's table must be a field of one of them
@@ -90,12 +90,11 @@ def main(args):
         start = init_weights(args.init, config) if args.init else None
     run = RunConfig(out=args.out or "out/run", device=args.device, workers=args.workers, compile=args.compile,
                     log_every=args.log_every)
-    kind = jpdvt.Images(config.puzzle, config.model)
     seed = config.train.seed
     held_out = ImagePuzzles(config.puzzle, "val", seed)          # model selection: never the test split
     torch.manual_seed(config.train.seed)           # the same initial weights on every rank and every rerun
     model = DiT(config.model)
-    train(config, kind, model, ImagePuzzles(config.puzzle, "train", seed), held_out, run, start=start)
+    train(config, model, ImagePuzzles(config.puzzle, "train", seed), held_out, run, start=start)
 
 
 def get_parser():

@@ -18,19 +18,20 @@ the paper's table replaces them where it applies (configs/paper.py; on by defaul
     torchrun --standalone --nproc_per_node=8 train_video.py --dataset ucf101 --data-dir ... --vae ...
 
 Writes OUT/ckpt.pt and OUT/log.txt (the loop: train.py); --resume OUT/ckpt.pt continues exactly.
-Solve test puzzles, order your own pieces or raise a video's frame rate with sample.py --ckpt OUT/ckpt.pt.
+Score test puzzles with sample.py --ckpt OUT/ckpt.pt; order your own pieces or raise a video's frame rate with
+python -m solving.own --ckpt OUT/ckpt.pt.
 """
 import argparse
 from dataclasses import fields, replace
 
 import torch
 
-import jpdvt
+from config import Config, RunConfig, TrainConfig
 from plumbing.cli import UserError, add_train_flags, check_known, check_puzzle, user_errors
 from puzzles import VideoConfig, VideoPuzzles, curriculum_pieces
 from sources.vae import VAE_FACTOR, load_codec
 from sources.videos import FOLDER_VIDEOS, VIDEO_DATASETS
-from train import Config, RunConfig, TrainConfig, train
+from train import train
 from unet3d import CONFIGS, UNet3D, UNetConfig
 
 PAPER_DATASETS = ("clevrer", "ucf101", "qst")          # the paper's settings by default (--no-paper: the tiny recipe)
@@ -104,7 +105,6 @@ def main(args):
         start = init_weights(args.init, config) if args.init else None
     run = RunConfig(out=args.out or "out/run", device=args.device, workers=args.workers, compile=args.compile,
                     log_every=args.log_every)
-    kind = jpdvt.Videos(config.puzzle)
     codec = load_codec(config.puzzle.vae) if config.puzzle.vae else None
     seed = config.train.seed
     if latents:                                  # clips encoded once (python -m sources.latents): nothing to encode
@@ -116,7 +116,7 @@ def main(args):
         held_out = VideoPuzzles(config.puzzle, "val", seed)     # model selection: never the test split
     torch.manual_seed(config.train.seed)           # the same initial weights on every rank and every rerun
     model = UNet3D(config.model)
-    train(config, kind, model, train_set, held_out, run, start=start, encode=codec.encode_batch if codec else None)
+    train(config, model, train_set, held_out, run, start=start, encode=codec.encode_batch if codec else None)
 
 
 def get_parser():

@@ -15,10 +15,9 @@ code").
 """
 import torch
 
-import jpdvt
 from diffusion import GaussianDiffusion
 from dit import DiT
-from jpdvt import SampleOptions, given_codes, model_fn, pinned_cells, puzzle_loss, solve
+from jpdvt import SampleOptions, given_codes, model_fn, pinned_cells, position_table, puzzle_loss, score, solve
 from metrics import assign, pin
 from plumbing.checkpoint import load_checkpoint
 from puzzles import puzzle_set
@@ -31,7 +30,6 @@ def show(name, x, meaning):
 def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
     ckpt = load_checkpoint(ckpt_path)
     config = ckpt["config"]                                          # its puzzles: 1 missing piece, anchored
-    kind = jpdvt.kind_of(config)                                     # images: jpdvt.Images (what differs from videos)
     model = DiT(config.model).eval()                                  # the image network (dit.py)
     model.load_state_dict(ckpt["ema"])     # the EMA (a running average of the trained weights) is what samples
     diffusion = GaussianDiffusion(1000, config.prediction)      # linear betas, T = 1000
@@ -44,13 +42,13 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
                                       "in [-1, 1]")
     show("true_pos", batch["true_pos"], f"(B, N): the cell each piece came from {batch['true_pos'][0].tolist()}")
     show("missing", batch["missing"], f"(B, N): content missing, to generate {batch['missing'][0].int().tolist()}")
-    given = given_codes(batch, kind.anchored)
+    given = given_codes(batch, config.puzzle.anchor)
     anchor_cell = batch["true_pos"][0, 0].item()
     show("given", given, f"(B, N): code told, the anchor (piece 0; an image anchor sits at a random cell, here cell "
                          f"{anchor_cell}) {given[0].int().tolist()}")
 
     print("2. The codes the model generates (posenc.py): a 2D sinusoidal code per grid cell")
-    table = kind.table()
+    table = position_table(config)
     dim = table.shape[1]                                        # the code's width: 16 per grid axis
     show("table", table, f"(cells, {dim}): row r*{cols}+c = [sin/cos code of column c, of row r]")
     x0 = table[batch["true_pos"]]
@@ -101,7 +99,7 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
     opts = SampleOptions(steps=steps, sampler="ddpm", generator=torch.Generator().manual_seed(0))
     again, _ = solve(model, diffusion, batch, table=table, opts=opts, given=given)
     assert (again[0] == positions).all()                        # solve() is exactly step 4's lines
-    metrics = kind.score(positions[None], batch)
+    metrics = {k: v.mean() for k, v in score(config.puzzle, positions[None], batch).items()}
     placed = int((~batch["missing"] & ~given).sum())
     truth, gone = batch["true_pos"][0].tolist(), batch["missing"][0].tolist()
     missing_cells = {cell for cell, g in zip(truth, gone) if g}
@@ -111,7 +109,7 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
                ", the missing piece's cell" if positions[i] in missing_cells else "")
         print(f"  {'the missing piece' if gone[i] else 'piece'} {i} (from cell {truth[i]}) was given cell "
               f"{positions[i]}{why}")
-    print(f"5. Scoring (jpdvt.Images.score): of the {placed} pieces placed (not the anchor, not the "
+    print(f"5. Scoring (jpdvt.score): of the {placed} pieces placed (not the anchor, not the "
           f"{int(batch['missing'].sum())} missing), "
           f"{metrics['piece_acc']:.0%} in place, puzzle {'solved' if metrics['puzzle_acc'] == 1 else 'not solved'}")
     return metrics

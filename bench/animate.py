@@ -32,11 +32,11 @@ import torch
 from PIL import Image, ImageDraw
 
 from jpdvt import SampleOptions, piece_codes
+from pictures import DISPLAY, assemble, column_titles, enlarge, font, mark_cells, outline, save_png, stack
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError, check_puzzle, resolve_device, user_errors
 from puzzles import collate, cut_image, puzzle_set, shuffle_pieces
 from solving.own import MASKED_MODEL
-from solving.pictures import DISPLAY, assemble, column_titles, enlarge, font, mark_cells, outline, save_png, stack
 from solving.solver import Solver, summary, test_settings
 from sources.files import fit_image
 
@@ -44,7 +44,7 @@ BAG_MS, STEP_MS, HOLD_MS = 1000, 300, 1500   # GIF frame durations: the shuffled
 FRAMES = 8                            # sampling steps drawn (drawn_steps; each costs a whole photo's GIF bytes)
 SHARPNESS = 4.0                       # tau = (squared distance between neighbouring cells' codes) / SHARPNESS
 BACKGROUND, EMPTY, TEXT = 32, 56, (230, 230, 230)   # canvas and empty-cell greys, label colour
-EDGE = (0.6, 0.6, 0.6)                # the edge of a given piece (generated ones: solving.pictures.RED)
+EDGE = (0.6, 0.6, 0.6)                # the edge of a given piece (generated ones: pictures.RED)
 GHOST = 0.3                           # opacity of the faint layer: every piece where its predicted x0_hat points
 HEADER = 24                           # px above the grid for the step counter
 PHOTO_COLUMNS = ("shuffled", "solved", "original")   # NAME_solved.png's panels

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
+from pictures import font
 from posenc import grid_table, sequence_table
-from solving.pictures import font
 
 DIVERGING = np.array([[33, 102, 172], [247, 247, 247], [178, 24, 43]], np.float32)   # -1 blue, 0 white, +1 red
 

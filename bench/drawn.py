@@ -22,8 +22,8 @@ import torch
 
 from bench.report import save_result
 from jpdvt import load
+from pictures import assemble, save_png, stack
 from puzzles import collate, puzzle_set
-from solving.pictures import assemble, save_png, stack
 
 
 def border_fill(content, true_pos, missing, grid):

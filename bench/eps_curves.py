@@ -26,7 +26,7 @@ import sys
 from PIL import Image, ImageDraw
 
 from bench.report import save_result
-from solving.pictures import font
+from pictures import font
 
 RUNS = {"shapes": "built-in shapes 3x3, tiny DiT (the Quickstart recipe)",
         "photos": "photos 3x3, 24 px pieces (the shipped photo recipe, 5000 steps)",

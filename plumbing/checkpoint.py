@@ -10,38 +10,31 @@ fine-tuned, not resumed.
     ckpt = load_checkpoint("out/run/ckpt.pt", kind="image")        # ckpt["config"] is a Config
 """
 import os
-import pickle
-import zipfile
 from dataclasses import fields, replace
 
-import torch
-
+from config import FORMAT, Config, RunConfig, TrainConfig
 from dit import DiTConfig
-from plumbing.cli import UserError
+from plumbing.cli import UserError, read_checkpoint
 from puzzles import ImageConfig, VideoConfig, puzzle_set
-from train import FORMAT, Config, RunConfig, TrainConfig
 from unet3d import UNetConfig
 
 PARTS = {"image": (ImageConfig, DiTConfig), "video": (VideoConfig, UNetConfig)}
+
+
 def load_checkpoint(path, kind=None):
-    """Load safely (weights_only: no code runs), ckpt["config"] a Config; kind = "image" | "video" checks what
-    the checkpoint holds."""
-    if not os.path.isfile(path):
-        raise UserError(f"checkpoint {path} does not exist; pass the ckpt.pt written by a training run")
-    if not zipfile.is_zipfile(path):
-        raise UserError(f"checkpoint {path} is truncated or not a PyTorch checkpoint; pass the ckpt.pt of a training "
-                        "run or one of checkpoints/*.pt")
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
-        raise UserError(f"checkpoint {path} holds objects other than tensors and plain types; refusing to load "
-                        "it (it could run code)") from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError):
-        raise UserError(f"checkpoint {path} is truncated or not a PyTorch checkpoint; use an intact ckpt.pt") \
-            from None
-    if not isinstance(ckpt, dict) or not {"config", "ema", "step"} <= set(ckpt) or \
-            not isinstance(ckpt["config"], dict) or ckpt["config"].get("kind") not in PARTS:
-        raise UserError(f"checkpoint {path} is not a jpdvt checkpoint (it lacks config/ema/step)")
+    """Load safely (plumbing.cli.read_checkpoint: weights_only, no code runs), ckpt["config"] typed as a Config; kind =
+    "image" | "video" checks what the checkpoint holds."""
+    ckpt = read_checkpoint(path)
+    d = ckpt["config"]
+    ckpt["config"] = config_of(ckpt, path)
+    if kind is not None and d["kind"] != kind:
+        raise UserError(f"checkpoint {path} holds the {d['kind']} model, not the {kind} model; pass it to "
+                        f"train_{d['kind']}.py, or give this command a train_{kind}.py checkpoint")
+    return ckpt
+
+
+def config_of(ckpt, path):
+    """The Config of a checkpoint read by read_checkpoint, typed whole (typed), after checking its format."""
     if ckpt.get("format", 1) > FORMAT:
         raise UserError(f"checkpoint {path} has format {ckpt['format']}, newer than this version's {FORMAT}; update "
                         "jpdvt (git pull) to read it")
@@ -50,12 +43,8 @@ def load_checkpoint(path, kind=None):
         raise UserError(f"checkpoint {path} has no config of this jpdvt version (puzzle, model and train settings); "
                         "use a checkpoint written by this version")
     puzzle, model = PARTS[d["kind"]]
-    ckpt["config"] = Config(puzzle=typed(puzzle, d["puzzle"], path), model=typed(model, d["model"], path),
-                            train=typed(TrainConfig, d["train"], path), prediction=d.get("prediction", "x0"))
-    if kind is not None and d["kind"] != kind:
-        raise UserError(f"checkpoint {path} holds the {d['kind']} model, not the {kind} model; pass it to "
-                        f"train_{d['kind']}.py, or give this command a train_{kind}.py checkpoint")
-    return ckpt
+    return Config(puzzle=typed(puzzle, d["puzzle"], path), model=typed(model, d["model"], path),
+                  train=typed(TrainConfig, d["train"], path), prediction=d.get("prediction", "x0"))
 
 
 def typed(cls, d, path):

@@ -1,7 +1,8 @@
 """
 What the scripts (train_image.py, train_video.py, sample.py, mnist.py) share on the command line: clean errors,
-argparse types, the training flags (`add_train_flags`), the checks of a grid and of a puzzle's settings (`parse_grid`,
-`check_puzzle`) and the device (`resolve_device`, `cpu_threads`). Not in the paper.
+argparse types, the training flags (`add_train_flags`), the sampling flags and the sampling line
+(`add_sampling_flags`, `sampling_settings`; sample.py and python -m solving.own), the checks of a grid and of a
+puzzle's settings (`parse_grid`, `check_puzzle`) and the device (`resolve_device`, `cpu_threads`). Not in the paper.
 
 A wrong flag, a missing file or an unreadable dataset raises `UserError` with one sentence that names the flag or
 file and says what to do; `user_errors` turns it into one `error: ...` line and exit code 2, never a traceback.
@@ -15,15 +16,20 @@ import contextlib
 import dataclasses
 import math
 import os
+import pickle
 import re
 import sys
+import zipfile
 
 import torch
 
-from diffusion import PREDICTIONS
+from diffusion import PREDICTIONS, SAMPLERS
+from jpdvt import SampleOptions
+from metrics import ASSIGNERS
 
 PRECISIONS = {"auto": "bf16 on CUDA, fp32 on CPU and mps", "fp32": "full precision", "bf16": "bfloat16 autocast",
               "fp16": "float16 autocast + grad scaling (CUDA)"}
+AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}   # solving's --precision: autocast dtype
 SCHEDULES = {"constant": "constant after the warm-up (the paper states no learning-rate schedule)",
              "cosine": "cosine decay from step 0 to 0 at --max-steps, times the warm-up ramp"}
 
@@ -176,6 +182,91 @@ def add_train_flags(p, defaults):
     p.add_argument("--workers", type=non_negative, default=1,
                    help="data-loading processes (0 = in the main process)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (GPU speed-up)")
+
+
+# ----------------------------------------------------------------------------
+# Sampling flags (sample.py, python -m solving.own)
+# ----------------------------------------------------------------------------
+
+SAMPLING = {"steps": 50, "sampler": "ddpm", "samples": 1, "assign": "hungarian"}  # unless the checkpoint's "sampling"
+# (chosen on val) or a flag says otherwise
+JUDGES = ("none", "classic")                 # solving/judge.py: none (the paper's method) or classic
+
+
+def add_sampling_flags(p):
+    """The flags of opening a checkpoint and sampling its codes."""
+    p.add_argument("--ckpt", required=True, help="ckpt.pt written by train_image.py or train_video.py")
+    p.add_argument("--seed", type=non_negative, default=0, help="seed of the puzzles (shuffles, crops) and of the "
+                                                                "sampling noise (default 0)")
+    p.add_argument("--steps", type=positive, help="sampling steps, respaced out of T = 1000. --steps, --sampler, "
+                   "--samples and --assign default to the sampling the checkpoint stores (chosen on val), else to "
+                   "50, ddpm, 1, hungarian")
+    p.add_argument("--sampler", choices=SAMPLERS,
+                   help="ddpm (ancestral: fresh noise at every step) or ddim (deterministic: only the starting noise "
+                        "is random)")
+    p.add_argument("--samples", type=positive,
+                   help="independent samples of the codes per puzzle, assigned on their mean distance (not in the "
+                        "paper, which samples once; K times the sampling time)")
+    p.add_argument("--assign", choices=ASSIGNERS,
+                   help="codes -> positions: hungarian (optimal, the least total distance) or greedy (the paper's "
+                        "text: piece by piece, the closest free position)")
+    p.add_argument("--judge", choices=JUDGES, default="none",
+                   help="none (default: the paper's method) or classic: of the samples' arrangements (each sample's "
+                        "and their mean's), keep the one whose pieces fit best across their borders (images, "
+                        "Gallagher's MGC) or cuts (clips); not in the paper (solving/judge.py)")
+    p.add_argument("--device", default="auto",
+                   help="auto (a CUDA GPU, else a Mac's GPU, mps, else the CPU), cpu, cuda, cuda:N or mps")
+    p.add_argument("--precision", default="fp32", choices=AUTOCAST,
+                   help="arithmetic: fp32 (the default, as every figure was measured), or bf16 or fp16 autocast")
+    p.add_argument("--vae", default=None, help="latent video checkpoints: the autoencoder folder, if it moved since "
+                                               "training (default: the training run's)")
+
+
+def open_checkpoint(args):
+    """(checkpoint, jpdvt.SampleOptions, device, what metrics.json records of the sampling) of --ckpt (read_checkpoint):
+    the sampling of the flags given, else the checkpoint's stored "sampling" (chosen on val), else SAMPLING, its noise
+    seeded by --seed on --device (on a CPU with a core left free: cpu_threads). Prints the sampling line: each
+    setting and where it came from."""
+    ckpt = read_checkpoint(args.ckpt)
+    if args.steps is not None and args.steps > 1000:
+        raise UserError(f"--steps {args.steps} is more than the model's 1000 diffusion steps; use at most 1000")
+    stored = ckpt.get("sampling", {})
+    chosen = f"the checkpoint's, chosen on {stored['chosen']}" if "chosen" in stored else "the checkpoint's"
+    where = {k: "flag" if getattr(args, k) is not None else chosen if k in stored else "default" for k in SAMPLING}
+    values = {k: getattr(args, k) if where[k] == "flag" else stored.get(k, SAMPLING[k]) for k in SAMPLING}
+    sources = {w: [k for k in SAMPLING if where[k] == w] for w in dict.fromkeys(where.values())}
+    ensemble = " averaged (ours, not the paper's)" if values["samples"] > 1 else ""
+    print(f"sampling: {values['sampler']}, {values['steps']} steps, {values['samples']} sample(s){ensemble}, "
+          f"{values['assign']} assignment, judge {args.judge} (" +
+          "; ".join(f"{', '.join(ks)}: {w}" for w, ks in sources.items()) + ")")
+    device = resolve_device(args.device)
+    cpu_threads(device, world=1, workers=1)    # a core left free: on a busy machine, threads wait on each other
+    noise = torch.Generator(device).manual_seed(args.seed)
+    described = {**values, "judge": args.judge, "sampling_from": where, "precision": args.precision}
+    return ckpt, SampleOptions(**values, generator=noise), device, described
+
+
+def read_checkpoint(path):
+    """ckpt.pt as train.py wrote it, {format, config (plain dicts with "kind"), model, ema, opt, step}, loaded safely
+    (weights_only: tensors and plain types, no code runs); a missing, unsafe, truncated or foreign file is refused in
+    one sentence."""
+    if not os.path.isfile(path):
+        raise UserError(f"checkpoint {path} does not exist; pass the ckpt.pt written by a training run")
+    if not zipfile.is_zipfile(path):
+        raise UserError(f"checkpoint {path} is truncated or not a PyTorch checkpoint; pass the ckpt.pt of a training "
+                        "run or one of checkpoints/*.pt")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise UserError(f"checkpoint {path} holds objects other than tensors and plain types; refusing to load "
+                        "it (it could run code)") from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError):
+        raise UserError(f"checkpoint {path} is truncated or not a PyTorch checkpoint; use an intact ckpt.pt") \
+            from None
+    if not isinstance(ckpt, dict) or not {"config", "ema", "step"} <= set(ckpt) or \
+            not isinstance(ckpt["config"], dict) or ckpt["config"].get("kind") not in ("image", "video"):
+        raise UserError(f"checkpoint {path} is not a jpdvt checkpoint (it lacks config/ema/step)")
+    return ckpt
 
 
 def check_puzzle(p):

@@ -6,10 +6,11 @@ the paper.
 python -m solving.own --pieces / --frames (solving/own.py) writes what it returns.
 
 The confidence is the agreement between samples: the bag is solved with at least CONFIDENCE_SAMPLES samples of the
-codes and placed by their mean distance (jpdvt.solve); a piece's confidence is the share of the samples that, each
-assigned on its own, put it in the same place, and the puzzle's the share that agree on every place.
+codes and placed by their mean distance (jpdvt.arrange, or the judge when asked); a piece's confidence is the share
+of the samples that, each assigned on its own, put it in the same place, and the puzzle's the share that agree on
+every place.
 
-    result = jpdvt.load("checkpoints/image-photos-3x3.pt").solve(pieces)   # a Result
+    result = solving.load("checkpoints/image-photos-3x3.pt").solve(pieces)   # a Result
     result.positions, result.confidence, result.puzzle_confidence, result.image
 """
 from dataclasses import dataclass, replace
@@ -21,9 +22,9 @@ from PIL import Image
 
 from jpdvt import arrange, pinned_cells
 from metrics import assign, pin
+from pictures import DISPLAY, assemble, enlarge, mark_cells
 from plumbing.cli import UserError
 from puzzles import video_tensor
-from solving.pictures import DISPLAY, assemble, enlarge, mark_cells
 from sources.files import as_image, clip_frames, piece_pixels
 
 
@@ -42,25 +43,29 @@ class Result:
 CONFIDENCE_SAMPLES = 8       # samples of a bag's codes at least, for the agreement between them
 
 
-def solve_bag(solver, pieces, pins, grid=None, callback=None):
+def solve_bag(solver, pieces, pins, judge="none", callback=None):
     """Solver.solve: a bag of image pieces or clips (a list, an array or a {name: piece} dict), at least
-    CONFIDENCE_SAMPLES samples."""
+    CONFIDENCE_SAMPLES samples; judge: "none" or "classic" (solving/judge.py)."""
     names = list(pieces) if isinstance(pieces, dict) else list(range(len(pieces)))
     pieces = dict(zip(names, pieces.values() if isinstance(pieces, dict) else pieces))
     opts = replace(solver.opts, samples=max(solver.opts.samples, CONFIDENCE_SAMPLES), callback=callback)
     if solver.config.puzzle.kind == "video":
-        return order_clips(solver, pieces, pins, opts)
-    return solve_image_bag(solver, pieces, pins, grid, opts)
+        return order_clips(solver, pieces, pins, opts, judge)
+    return solve_image_bag(solver, pieces, pins, opts, judge)
 
 
-def place(costs, batch, given, opts, grid=None):
+def place(solver, costs, batch, pinned, opts, judge):
     """(positions (N,), confidence (n,), puzzle confidence) of a bag of one puzzle, from its per-sample costs (S, 1, N,
-    P): jpdvt.arrange (the told pieces on their cells), and the samples' agreement with that answer over its n pieces
-    with content."""
+    P): jpdvt.arrange (the pinned pieces on their cells) or the judge's pick, and the samples' agreement with that
+    answer over its n pieces with content."""
     n = int((~batch["missing"][0]).sum())
-    positions = arrange(costs, batch, given, opts, grid)[0]
-    pinned = pinned_cells(batch, given)[0].cpu().numpy()
-    return (positions, *agreement(costs[:, 0].float().cpu().numpy(), positions, pinned, opts.assign, n))
+    cells = pinned_cells(batch, pinned)
+    if judge == "none":
+        positions = arrange(costs, cells, opts.assign)[0]
+    else:
+        positions = solver.judged(costs, batch, pinned, opts)[0]
+    return (positions, *agreement(costs[:, 0].float().cpu().numpy(), positions, cells[0].cpu().numpy(), opts.assign,
+                                  n))
 
 
 def agreement(costs, positions, pinned, method, n):
@@ -72,19 +77,16 @@ def agreement(costs, positions, pinned, method, n):
     return same.mean(0), float(same.all(1).mean())
 
 
-def solve_image_bag(solver, pieces, pins, grid, opts):
+def solve_image_bag(solver, pieces, pins, opts, judge):
     """A bag of image pieces ({name: piece}) solved by `solver`: each piece's cell, the confidence and the assembled
     picture, generated content in the empty cells (outlined in red)."""
     names, pieces = list(pieces), list(pieces.values())
     puzzle = solver.config.puzzle
-    grid, side, n = tuple(grid or puzzle.grid), puzzle.piece_size, len(pieces)
-    if grid != tuple(puzzle.grid):
-        raise UserError(f"grid {grid[0]}x{grid[1]} has other codes than the {puzzle.grid[0]}x{puzzle.grid[1]} grid the "
-                        "model trained on; leave grid out (fewer pieces than cells: the empty cells are missing)")
+    grid, side, n = tuple(puzzle.grid), puzzle.piece_size, len(pieces)
     cells = grid[0] * grid[1]
     if not 1 <= n <= cells:
-        raise UserError(f"{n} pieces do not fit a {grid[0]}x{grid[1]} grid (--grid); give between 1 and {cells}")
-    pins = check_pins(pins or {}, n, grid, anchored=solver.kind.anchored)
+        raise UserError(f"{n} pieces do not fit the model's {grid[0]}x{grid[1]} grid; give between 1 and {cells}")
+    pins = check_pins(pins or {}, n, grid, anchored=solver.trained.anchor)
     images = [as_image(p, name) for name, p in zip(names, pieces)]
     content = np.zeros((cells, side, side, 3), np.float32)
     content[:n] = [piece_pixels(im, side, name) for name, im in zip(names, images)]
@@ -94,9 +96,9 @@ def solve_image_bag(solver, pieces, pins, grid, opts):
     batch = {"content": torch.from_numpy(content).permute(0, 3, 1, 2)[None] * 2 - 1,
              "true_pos": torch.from_numpy(true_pos)[None], "missing": torch.from_numpy(np.arange(cells) >= n)[None]}
     batch = {k: v.to(solver.device) for k, v in batch.items()}
-    given = torch.from_numpy(pinned)[None].to(solver.device)
-    costs, generated = solver.costs(batch, given=given, grid=grid, opts=opts)
-    pos, conf, whole = place(costs, batch, given, opts, grid)                    # a pinned piece keeps its cell
+    given, pinned = solver.told(batch, torch.from_numpy(pinned)[None].to(solver.device))
+    costs, generated = solver.costs(batch, given, opts)
+    pos, conf, whole = place(solver, costs, batch, pinned, opts, judge)          # a pinned piece keeps its cell
     show = int(min(DISPLAY, max(side, np.median([min(im.size) for im in images]))))   # the pieces' own pixels
     tiles = np.stack([piece_pixels(im, show, name) for name, im in zip(names, images)])
     every = np.concatenate([tiles, enlarge(generated[0, n:], show, smooth=True)])
@@ -106,7 +108,7 @@ def solve_image_bag(solver, pieces, pins, grid, opts):
                   generated=np.stack(divmod(pos[n:], grid[1]), axis=1), cells=pos, tiles=tiles)
 
 
-def order_clips(solver, clips, pins, opts):
+def order_clips(solver, clips, pins, opts, judge):
     """Video models: the time slot of each clip ({name: clip}); the pinned piece is the first (the model's anchor)."""
     puzzle = solver.config.puzzle
     if len(clips) != puzzle.pieces:
@@ -114,16 +116,17 @@ def order_clips(solver, clips, pins, opts):
                         f"{len(clips)}; give exactly {puzzle.pieces} (a bag of clips with pieces missing cannot be "
                         "ordered)")
     if len(pins) != 1 or any(slot != 0 for slot in pins.values()):
-        raise UserError("a video model is told which piece comes first, its anchor: pin it (sample.py --pin FILE=0; "
-                        "Solver.solve pins={index: 0})")
+        raise UserError("a video model is told which piece comes first, its anchor: pin it (pins={index: 0}; python "
+                        "-m solving.own --pin FILE=0)")
     frames = [clip_frames(c, puzzle, name) for name, c in clips.items()]
     first = next(iter(pins))
     order = [first] + [i for i in range(len(clips)) if i != first]         # the first piece in front, as trained
     batch = {"content": video_tensor(np.stack([frames[i] for i in order]))[None],
              "true_pos": torch.arange(len(clips))[None], "missing": torch.zeros(1, len(clips), dtype=bool)}
     batch = {k: v.to(solver.device) for k, v in batch.items()}
-    costs = solver.costs(batch, opts=opts)[0]
-    pos, conf, whole = place(costs, batch, solver.kind.given(batch), opts)     # the anchor keeps the first slot
+    given, pinned = solver.told(batch)
+    costs = solver.costs(batch, given, opts)[0]
+    pos, conf, whole = place(solver, costs, batch, pinned, opts, judge)        # the anchor keeps the first slot
     slots, sure = np.empty(len(clips), np.int64), np.empty(len(clips))
     slots[order], sure[order] = pos, conf
     return Result(positions=slots, confidence=sure, puzzle_confidence=whole, image=None,
@@ -134,11 +137,11 @@ def check_pins(pins, n, grid, anchored):
     """{piece index: (row, col)} of the pinned pieces, each inside the grid and on a cell of its own; a model trained
     with an anchor needs one, one without cannot use any. Raises UserError naming what is wrong."""
     if pins and not anchored:
-        raise UserError("this model was trained without --anchor, so it cannot use a pinned piece; drop --pin (or "
-                        "Solver.solve's pins)")
+        raise UserError("this model was trained without an anchor, so it cannot use a pinned piece; drop the pins "
+                        "(python -m solving.own: --pin)")
     if anchored and not pins:
-        raise UserError("this model was trained with --anchor: pin a piece whose place you know (sample.py --pin "
-                        "FILE=ROW,COL; Solver.solve pins={index: (row, col)})")
+        raise UserError("this model was trained with an anchor: pin a piece whose place you know (pins={index: (row, "
+                        "col)}; python -m solving.own --pin FILE=ROW,COL)")
     for i, (r, c) in pins.items():
         if not (0 <= i < n and 0 <= r < grid[0] and 0 <= c < grid[1]):
             raise UserError(f"pin ({r}, {c}) is outside the {grid[0]}x{grid[1]} grid (rows and columns count from 0)")

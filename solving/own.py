@@ -7,7 +7,7 @@ Task: Temporal Super-resolution" (--superres); the rest is not in the paper (pie
     python -m solving.own --ckpt checkpoints/image-photos-3x3.pt --pieces my_pieces/    # solved.png, arrangement.json
     python -m solving.own --ckpt checkpoints/video-mmnist-10x2.pt --frames my_clips/    # order.json
     python -m solving.own --ckpt out/video/ckpt.pt --superres 1        # 1 generated piece between given ones
-    result = jpdvt.load("checkpoints/image-photos-3x3.pt").solve(pieces)              # a Result
+    result = solving.load("checkpoints/image-photos-3x3.pt").solve(pieces)            # a Result
 """
 import argparse
 import json
@@ -18,13 +18,21 @@ import numpy as np
 import torch
 from PIL import Image
 
-from plumbing.checkpoint import load_checkpoint
-from plumbing.cli import UserError, grid, non_negative, positive, resolve_device, user_errors
+from pictures import video_row, write_rows
+from plumbing.checkpoint import config_of, load_checkpoint
+from plumbing.cli import (
+    UserError,
+    add_sampling_flags,
+    non_negative,
+    open_checkpoint,
+    positive,
+    resolve_device,
+    user_errors,
+)
 from puzzles import VideoPuzzles, video_tensor
 from solving.bag import CONFIDENCE_SAMPLES
-from solving.pictures import video_row, write_rows
-from solving.solver import add_solver_flags, open_solver
-from sources.files import fit_channels, read_video
+from solving.solver import Solver
+from sources.files import data_folder, find_data, fit_channels, read_video
 
 SUPERRES_CLIPS = 4          # test clips --superres pictures
 INPUTS = {"image": ("pieces",), "video": ("frames", "superres", "video")}   # the inputs each kind of checkpoint takes
@@ -70,9 +78,9 @@ def superres(args, solver):
                         f"up to {pieces - 1}); use {' or '.join(map(str, valid)) or 'a checkpoint with more pieces'}")
     keep = np.arange(pieces) % (k + 1) == 0                   # time slots of the given (low-rate) pieces
     generated = int((~keep).sum())
-    if generated > solver.trained_missing:
+    if generated > solver.trained.missing:
         print(f"note: --superres {k} generates {generated} of the {pieces} pieces, and this model trained with at "
-              f"most {solver.trained_missing} missing; expect poorer frames")
+              f"most {solver.trained.missing} missing; expect poorer frames")
     if args.video:
         low = read_clip(args, puzzle, int(keep.sum()) * fpp)
         low = low.reshape(-1, fpp, *low.shape[1:])           # (m f) h w c -> m f h w c
@@ -86,7 +94,7 @@ def superres(args, solver):
     b = content.shape[0]
     batch = {"content": content.to(device), "true_pos": torch.arange(pieces, device=device).expand(b, -1),
              "missing": torch.from_numpy(~keep).to(device).expand(b, -1)}
-    _, generated = solver.solve_batch(batch, given=torch.ones_like(batch["missing"]))   # in pixels
+    _, generated = solver.solve_batch(batch, pinned=torch.ones_like(batch["missing"]))   # in pixels
     rows = [video_row(batch, np.arange(pieces)[None].repeat(b, 0), generated, k=i) for i in range(b)]
     if args.video:                                             # no ground truth for the user's clip
         rows = [(clips[:2], marks[:2]) for clips, marks in rows]
@@ -150,8 +158,8 @@ def solve_pieces(args, solver):
     written."""
     video = solver.config.puzzle.kind == "video"
     names, pieces = read_pieces(args.pieces or args.frames, video, solver.config.puzzle)
-    grid = args.grid                                           # (rows, cols), parsed by argparse (cli.grid)
-    result = solver.solve(dict(zip(names, pieces)), pins=parse_pins(args, names, video), grid=grid)
+    result = solver.solve(dict(zip(names, pieces)), pins=parse_pins(args, names, video), seed=args.seed,
+                          judge=args.judge)
     conf = result.confidence
     cells = len(result.cells)
     if not video and len(names) < cells and not solver.generates:
@@ -165,14 +173,16 @@ def solve_pieces(args, solver):
     else:
         report = {"pieces": {n: {"row": int(r), "col": int(c), "confidence": float(p)}
                              for n, (r, c), p in zip(names, result.positions, conf)},
-                  "grid": list(grid or solver.config.puzzle.grid), "generated_cells": result.generated.tolist()}
+                  "grid": list(solver.config.puzzle.grid), "generated_cells": result.generated.tolist()}
         path = os.path.join(args.out, "arrangement.json")
         result.image.save(os.path.join(args.out, "solved.png"))
-    report.update(puzzle_confidence=result.puzzle_confidence, ckpt=args.ckpt, steps=args.steps, sampler=args.sampler,
-                  samples=max(args.samples, CONFIDENCE_SAMPLES), precision=solver.precision)
+    opts = solver.opts
+    samples = max(opts.samples, CONFIDENCE_SAMPLES)
+    report.update(puzzle_confidence=result.puzzle_confidence, ckpt=args.ckpt, steps=opts.steps, sampler=opts.sampler,
+                  samples=samples, judge=args.judge, precision=solver.precision)
     with open(path, "w") as f:
         json.dump(report, f, indent=2)
-    sure = f", {result.puzzle_confidence:.0%} of the {max(args.samples, CONFIDENCE_SAMPLES)} samples agree on all of it"
+    sure = f", {result.puzzle_confidence:.0%} of the {samples} samples agree on all of it"
     picture = "" if video else f" and {os.path.join(args.out, 'solved.png')}"
     print(f"{len(names)} pieces solved{sure}; wrote {path}{picture}")
     return report
@@ -196,15 +206,7 @@ def main(args):
     if wrong:
         raise UserError(f"--{wrong[0]} does not apply to {args.ckpt}, which holds the {kind} model; its input is "
                         f"{' or '.join('--' + f for f in INPUTS[kind][:2])}")
-    solver = open_solver(args, own=True)
-    if args.grid and kind == "video":
-        raise UserError(f"--grid applies to image checkpoints, and {args.ckpt} holds the video model, whose pieces "
-                        "go in a row; drop --grid")
-    if args.grid and tuple(args.grid) != tuple(solver.config.puzzle.grid):
-        trained = "x".join(map(str, solver.config.puzzle.grid))
-        raise UserError(f"--grid {'x'.join(map(str, args.grid))} has other codes than the {trained} grid {args.ckpt} "
-                        f"trained on; drop --grid or use --grid {trained} (fewer pieces than cells: the empty cells "
-                        "are missing pieces, drawn by a model trained with --missing)")
+    solver = open_solver(args)
     folder = args.pieces or args.frames
     args.out = args.out or (os.path.normpath(folder) + "_solved" if folder else os.path.join(
         os.path.dirname(os.path.abspath(args.ckpt)), "samples", os.path.splitext(os.path.basename(args.ckpt))[0] +
@@ -213,9 +215,26 @@ def main(args):
     return superres(args, solver) if args.superres else solve_pieces(args, solver)
 
 
+def open_solver(args):
+    """The Solver of --ckpt for your own data: its puzzle settings with --data-dir (--superres of test clips; default
+    the training run's) and --vae (a latent model's autoencoder, if it moved), and the sampling of the flags over the
+    checkpoint's (plumbing.cli.sampling_settings prints it)."""
+    ckpt, opts, device, _ = open_checkpoint(args)
+    ckpt["config"] = config_of(ckpt, args.ckpt)
+    puzzle, changes = ckpt["config"].puzzle, {}
+    if args.superres and not args.video:
+        changes["data_dir"] = find_data(puzzle, args.ckpt, args.data_dir)
+    if getattr(puzzle, "vae", None):
+        changes["vae"] = args.vae or data_folder(puzzle.vae, args.ckpt)
+        if changes["vae"] is None:
+            raise UserError(f"--vae: the autoencoder {puzzle.vae} of {args.ckpt} is not found; pass its folder")
+    config = replace(ckpt["config"], puzzle=replace(puzzle, **changes))
+    return Solver(ckpt, config, device, opts, args.precision)
+
+
 def get_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_solver_flags(p)
+    add_sampling_flags(p)
     p.add_argument("--pieces", default=None,
                    help="image checkpoints: solve a folder of piece images in any order and with any names (resized to "
                         "the model's piece size; cells beyond them are missing and generated); writes solved.png and "
@@ -224,9 +243,6 @@ def get_parser():
     p.add_argument("--frames", default=None,
                    help="video checkpoints: order a folder of pieces (an image per frame for 1-frame pieces, else a "
                         "clip or frame folder per piece); writes order.json")
-    p.add_argument("--grid", type=grid, default=None,
-                   help="--pieces: the grid, which must be the one the model trained on (default: the checkpoint's); "
-                        "fewer pieces than cells leave cells for a model trained with --missing to draw")
     p.add_argument("--pin", action="append", default=[], metavar="FILE=ROW,COL",
                    help="a piece whose place you know (repeatable), for models trained with --anchor; video models: "
                         "FILE=0 names the first piece")

@@ -16,11 +16,11 @@ from bench.codes_picture import save_codes_picture
 from diffusion import GaussianDiffusion
 from dit import DiT
 from jpdvt import SampleOptions, given_codes, solve
+from pictures import TITLE_INK, column_titles, save_png
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError
 from posenc import grid_table
 from puzzles import collate, puzzle_set
-from solving.pictures import TITLE_INK, column_titles, save_png
 from sources.synthetic import shapes_image
 
 PIECE, BORDER = 40, 2       # the 120 x 160 test photo on a 3x3 grid: 40 px pieces, 2 px apart (as test_image.py)

@@ -197,8 +197,7 @@ def test_follow_cells_shows_each_drawing_in_the_cell_it_was_drawn_for():
     pieces whose first-sample codes point at each other's assigned cells swap drawings; given pieces keep theirs."""
     import numpy as np
 
-    from jpdvt import SampleOptions, arrange
-    from solving.solver import follow_cells
+    from jpdvt import arrange, follow_cells, pinned_cells
     n = 4
     batch = {"missing": torch.tensor([[False, False, True, True]]), "true_pos": torch.arange(n)[None]}
     given = torch.zeros(1, n, dtype=bool)
@@ -208,10 +207,10 @@ def test_follow_cells_shows_each_drawing_in_the_cell_it_was_drawn_for():
     first[0, [0, 1, 2, 3], [0, 1, 3, 2]] = 0.0                  # the first sample: piece 2 drew cell 3, piece 3 cell 2
     generated = torch.arange(n, dtype=torch.float32).view(1, n, 1, 1, 1).expand(1, n, 3, 2, 2).clone()
     costs = torch.stack([first, cost, cost, cost])             # (S, B, N, P): the mean still puts piece i at cell i
-    positions = arrange(costs, batch, given, SampleOptions())  # (B, N): the answer, from the mean cost
+    positions = arrange(costs, pinned_cells(batch, given), "hungarian")  # (B, N): the answer, from the mean cost
     assert positions.tolist() == [[0, 1, 2, 3]]
     out = follow_cells(generated, costs, positions, batch)
     assert out[0, :, 0, 0, 0].tolist() == [0.0, 1.0, 3.0, 2.0]
     same = torch.stack([cost, cost])
-    assert np.array_equal(follow_cells(generated, same, arrange(same, batch, given, SampleOptions()), batch),
+    assert np.array_equal(follow_cells(generated, same, arrange(same, pinned_cells(batch, given), "hungarian"), batch),
                           generated)                            # drawings already in their cells stay

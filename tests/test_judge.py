@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from puzzles import ENERGIES, candidates, cut_energy, edge_energy, judge
+from solving.judge import ENERGIES, candidates, cut_energy, edge_energy, judge
 
 GRID, PIECE = (3, 3), 8
 

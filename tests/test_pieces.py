@@ -15,17 +15,14 @@ from conftest import (
     ROOT,
     SHAPES_CKPT,
     TINY_IMAGE,
-    assert_one_line_error,
     own_run,
-    py,
     sample_run,
     train_image_run,
 )
 from PIL import Image
 
-from plumbing.cli import UserError
+from plumbing.cli import SAMPLING, UserError
 from solving.bag import CONFIDENCE_SAMPLES, agreement
-from solving.solver import SAMPLING
 from sources.files import fit_image
 from sources.synthetic import moving_digits
 
@@ -104,7 +101,7 @@ def test_bad_pieces_get_one_sentence_and_nothing_is_written(case, tmp_path):
     else:
         flags = ["--pin", "nothing.png=0,0" if case == "pin no file" else f"{sorted(os.listdir(folder))[0]}=0,0"]
     expected = {"empty": "is empty; put the piece files in it", "not an image": "notes.txt in",
-                "too many": "10 pieces do not fit a 3x3 grid", "pin unanchored": "trained without --anchor",
+                "too many": "10 pieces do not fit the model's 3x3 grid", "pin unanchored": "trained without an anchor",
                 "not square": "piece strip.png is 120x40 px, not roughly square",
                 "pin no file": "--pin nothing.png=0,0 names no file"}
     with pytest.raises(UserError, match=re.escape(expected[case])) as e:
@@ -113,30 +110,14 @@ def test_bad_pieces_get_one_sentence_and_nothing_is_written(case, tmp_path):
     assert not (tmp_path / "out" / "solved.png").exists()
 
 
-def test_a_grid_other_than_the_trained_one_is_refused(tmp_path):
-    """python -m solving.own --grid 4 on a 3x3 model: exit code 2 and one line naming the trained 3x3 grid (a grid's
-    positions have other codes), before anything is written."""
-    folder = tmp_path / "pieces"
-    folder.mkdir()
-    for k in range(4):
-        Image.fromarray(np.full((16, 16, 3), 60 * k, np.uint8)).save(folder / f"p{k}.png")
-    proc = py("-m", "solving.own", "--ckpt", SHAPES_CKPT, "--pieces", folder, "--grid", "4", "--device", "cpu",
-              check=False)
-    assert_one_line_error(proc, f"--grid 4x4 has other codes than the 3x3 grid {SHAPES_CKPT} trained on")
-    assert not (tmp_path / "pieces_solved").exists()
-    with pytest.raises(UserError, match=r"^--grid applies to image checkpoints, and .*video-digits-5x4.pt holds the "
-                                        r"video model"):
-        own_run("--ckpt", DIGITS, "--frames", folder, "--grid", "3")
-
-
 def test_a_bag_with_pins_gets_the_agreement_of_its_samples(tmp_path):
     """A tiny anchored noise-predicting model (the paper's text): solve(pieces) with a pin keeps the pinned piece on its
     cell (confidence 1), every confidence is a share of the 8 samples, the same seed gives the same answer, and bad
     pins and pixels are refused in one sentence."""
-    import jpdvt
+    import solving
     train_image_run(*TINY_IMAGE, "--anchor", "--prediction", "eps", "--max-steps", "2", "--eval-every", "0",
                     "--out", tmp_path / "run")
-    solver = jpdvt.load(str(tmp_path / "run" / "ckpt.pt"), device="cpu")
+    solver = solving.load(str(tmp_path / "run" / "ckpt.pt"), device="cpu")
     solver.opts = replace(solver.opts, steps=2)
     pieces = [np.random.default_rng(i).random((8, 8, 3)) for i in range(4)]
     result = solver.solve(pieces, pins={0: (1, 1)}, seed=5)
@@ -155,17 +136,17 @@ def test_a_bag_with_pins_gets_the_agreement_of_its_samples(tmp_path):
 
 
 def test_sampling_defaults_to_the_checkpoints_recommendation(tmp_path):
-    """sample.py and jpdvt.load sample as the checkpoint's "sampling" says (chosen on val), else as
+    """sample.py and solving.load sample as the checkpoint's "sampling" says (chosen on val), else as
     solving.solver.SAMPLING; flags given win."""
-    import jpdvt
+    import solving
     train_image_run(*TINY_IMAGE, "--max-steps", "1", "--eval-every", "0", "--out", tmp_path / "run")
     ckpt = tmp_path / "run" / "ckpt.pt"
     assert "sampling" not in torch.load(ckpt, weights_only=True)              # a training run recommends nothing
-    solver = jpdvt.load(str(ckpt), device="cpu")
+    solver = solving.load(str(ckpt), device="cpu")
     assert {k: getattr(solver.opts, k) for k in SAMPLING} == SAMPLING
     recommended = {"steps": 2, "sampler": "ddim", "samples": 2, "assign": "greedy"}
     torch.save({**torch.load(ckpt, weights_only=True), "sampling": recommended}, tmp_path / "rec.pt")
-    solver = jpdvt.load(str(tmp_path / "rec.pt"), device="cpu")
+    solver = solving.load(str(tmp_path / "rec.pt"), device="cpu")
     assert {k: getattr(solver.opts, k) for k in recommended} == recommended
     m = sample_run("--ckpt", tmp_path / "rec.pt", "--num-puzzles", "2", "--out", tmp_path / "s")
     assert {k: m[k] for k in recommended} == recommended
@@ -192,9 +173,9 @@ def test_solver_confidence_is_the_agreement_of_its_samples(monkeypatch):
     """Solver.solve samples at least CONFIDENCE_SAMPLES times and reports the agreement of those samples: with costs
     where 6 of 8 samples put pieces 1 and 2 where the answer does, their confidence is 0.75 (image bags) and the
     video bag's likewise."""
-    import jpdvt
-    solver = jpdvt.load(SHAPES_CKPT, device="cpu")
-    solver.opts = replace(solver.opts, samples=1, judge="none")           # below CONFIDENCE_SAMPLES, the mean decides
+    import solving
+    solver = solving.load(SHAPES_CKPT, device="cpu")
+    solver.opts = replace(solver.opts, samples=1)           # below CONFIDENCE_SAMPLES, the mean decides
     seen = []
     cost = 1 - torch.eye(9)
     other = cost[[0, 2, 1, *range(3, 9)]]                                 # pieces 1 and 2 swapped
@@ -206,7 +187,7 @@ def test_solver_confidence_is_the_agreement_of_its_samples(monkeypatch):
     result = solver.solve([np.random.default_rng(k).random((16, 16, 3)) for k in range(9)])
     assert seen == [CONFIDENCE_SAMPLES] and result.positions.tolist() == [list(divmod(k, 3)) for k in range(9)]
     assert result.confidence.tolist() == [1.0, 0.75, 0.75, *[1.0] * 6] and result.puzzle_confidence == 0.75
-    video = jpdvt.load(DIGITS, device="cpu")
+    video = solving.load(DIGITS, device="cpu")
     clip_cost = 1 - torch.eye(5)
     monkeypatch.setattr(video, "costs", lambda batch, opts=None, **kw: (torch.stack(
         [clip_cost] * 7 + [clip_cost[[0, 1, 2, 4, 3]]])[:, None], None))

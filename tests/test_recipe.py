@@ -23,9 +23,9 @@ print("expected:", cells)                             # (row, col) of piece0.png
 '''
 
 SOLVE = '''\
-import glob, jpdvt
+import glob, solving
 from PIL import Image
-solver = jpdvt.load("checkpoints/image-photos-3x3.pt")
+solver = solving.load("checkpoints/image-photos-3x3.pt")
 files = sorted(glob.glob("my_pieces/*.png"))              # piece0.png ... piece8.png
 result = solver.solve([Image.open(f) for f in files])
 print("found:   ", [tuple(p) for p in result.positions.tolist()])

@@ -28,11 +28,11 @@ from PIL import Image
 import sample
 import solving.own as own
 import train_image
+from config import FORMAT, Config, TrainConfig
 from dit import DiTConfig
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError, user_errors
 from puzzles import VideoConfig
-from train import FORMAT, Config, TrainConfig
 from unet3d import UNetConfig
 
 

@@ -167,14 +167,14 @@ def test_the_solver_keeps_the_anchor_on_its_cell_whatever_the_costs(monkeypatch)
     """Solver.solve_batch (test puzzles) and a video bag (order_clips) with costs that put the anchor's true cell
     last: it stays there."""
     import numpy as np
-    solver = jpdvt.load(SHAPES_CKPT, device="cpu")
+    solver = solving.load(SHAPES_CKPT, device="cpu")
     batch = collate([puzzle_set(solver.config.puzzle, "test", 0)[i] for i in range(4)])
     cost = torch.rand(4, 9, 9)
     cost[torch.arange(4), 0, batch["true_pos"][:, 0]] = 10.0           # piece 0's true cell looks the worst
-    monkeypatch.setattr(solving.solver, "code_costs", lambda *a, **k: (cost[None], batch["content"]))   # (S, B, N, P)
-    pos, _ = solver.solve_batch(batch, given=jpdvt.given_codes(batch, True))
+    monkeypatch.setattr(jpdvt, "code_costs", lambda *a, **k: (cost[None], batch["content"]))   # (S, B, N, P)
+    pos, _ = solver.solve_batch(batch, pinned=jpdvt.given_codes(batch, True))
     assert (pos[:, 0] == batch["true_pos"][:, 0].numpy()).all()
-    video = jpdvt.load(os.path.join(ROOT, "checkpoints", "video-digits-5x4.pt"), device="cpu")
+    video = solving.load(os.path.join(ROOT, "checkpoints", "video-digits-5x4.pt"), device="cpu")
     clip_cost = torch.rand(1, 1, 5, 5)
     clip_cost[0, 0, 0, 0] = 10.0                                         # the first piece's slot 0 looks the worst
     monkeypatch.setattr(video, "costs", lambda *a, **k: (clip_cost, None))
@@ -191,18 +191,18 @@ def test_gaussian_diffusion_needs_its_prediction():
 
 def test_sample_sets_cpu_threads_and_load_does_not(monkeypatch, tmp_path):
     """sample.py on CPU: one thread per core but one (unless OMP_NUM_THREADS says otherwise), as training does;
-    jpdvt.load leaves the process's thread count alone (a library call)."""
+    solving.load leaves the process's thread count alone (a library call)."""
     import os
 
     from conftest import SHAPES_CKPT, sample_run
 
-    import jpdvt
+    import solving
     before = torch.get_num_threads()
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
     try:
         torch.set_num_threads(3)
-        jpdvt.load(SHAPES_CKPT, device="cpu")
+        solving.load(SHAPES_CKPT, device="cpu")
         assert torch.get_num_threads() == 3
         sample_run("--ckpt", SHAPES_CKPT, "--num-puzzles", "2", "--steps", "2", "--out", tmp_path)
         assert torch.get_num_threads() == 2

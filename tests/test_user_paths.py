@@ -1,4 +1,4 @@
-"""A new user's machine: --device auto on a Mac, a seeded solve, the command line and jpdvt.load agreeing on a bag of
+"""A new user's machine: --device auto on a Mac, a seeded solve, the command line and solving.load agreeing on a bag of
 pieces, and a test folder scored when no val split can be formed."""
 import contextlib
 import json
@@ -12,8 +12,9 @@ import torch
 from conftest import CHELSEA, COFFEE, ROOT, own_run, sample_run
 from PIL import Image
 
-import jpdvt
 import plumbing.cli as cli
+import solving
+from jpdvt import SampleOptions
 from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError, autocast, resolve_device
 from solving.bag import CONFIDENCE_SAMPLES
@@ -59,21 +60,21 @@ def test_auto_precision_is_fp32_on_cpu_and_mps_bf16_on_cuda():
 
 
 def test_solve_with_a_seed_repeats_itself():
-    solver = jpdvt.load(PHOTOS_CKPT, device="cpu")
+    solver = solving.load(PHOTOS_CKPT, device="cpu")
     pieces = pieces_of(COFFEE)
     first, again = solver.solve(pieces, seed=7), solver.solve(pieces, seed=7)
     assert np.array_equal(first.positions, again.positions)
     assert np.array_equal(first.confidence, again.confidence)
     assert first.puzzle_confidence == again.puzzle_confidence
-    gap = jpdvt.load(os.path.join(ROOT, "checkpoints", "image-photos-3x3-gap.pt"), device="cpu")
+    gap = solving.load(os.path.join(ROOT, "checkpoints", "image-photos-3x3-gap.pt"), device="cpu")
     gap.opts = replace(gap.opts, samples=2, steps=10)   # its recommended 32 x 50 take 20x the time (8 samples)
     seven = dict(list(pieces_of(CHELSEA).items())[:7])                 # sampled: the noise matters
-    calls = [gap.solve(seven) for _ in range(2)]                       # no seed: the solver's (0 from jpdvt.load)
+    calls = [gap.solve(seven) for _ in range(2)]                       # no seed: the solver's (0 from solving.load)
     assert np.array_equal(calls[0].positions, calls[1].positions)
     assert calls[0].image.tobytes() == calls[1].image.tobytes()        # the two generated cells too
     assert np.array_equal(calls[0].positions, gap.solve(seven, seed=0).positions)
     ckpt = load_checkpoint(os.path.join(ROOT, "checkpoints", "image-photos-3x3-gap.pt"))
-    bare = Solver(ckpt, ckpt["config"], torch.device("cpu"), jpdvt.SampleOptions(steps=2))   # no generator: one is made
+    bare = Solver(ckpt, ckpt["config"], torch.device("cpu"), SampleOptions(steps=2))   # no generator: one is made
     assert bare.solve(seven, seed=3).positions.shape == (7, 2)
     assert np.array_equal(bare.solve(seven, seed=3).confidence, bare.solve(seven, seed=3).confidence)
 
@@ -85,7 +86,7 @@ def test_command_line_solves_a_bag_as_jpdvt_load_does(tmp_path):
     for name, im in pieces.items():
         im.save(folder / name)
     report = own_run("--ckpt", PHOTOS_CKPT, "--pieces", folder)
-    result = jpdvt.load(PHOTOS_CKPT, device="cpu").solve({n: Image.open(folder / n).convert("RGB")
+    result = solving.load(PHOTOS_CKPT, device="cpu").solve({n: Image.open(folder / n).convert("RGB")
                                                            for n in sorted(pieces)})
     sampling = torch.load(PHOTOS_CKPT, weights_only=True)["sampling"]            # the checkpoint's recommendation
     assert (report["sampler"], report["steps"]) == (sampling["sampler"], sampling["steps"])

@@ -11,8 +11,8 @@ import torch
 from conftest import DIGITS_CKPT, own_run, sample_run, tiny_run, train_video_run
 from PIL import Image
 
-import jpdvt
 import train_video
+from config import TrainConfig
 from diffusion import GaussianDiffusion
 from jpdvt import SampleOptions, given_codes, solve
 from plumbing.checkpoint import load_checkpoint
@@ -20,7 +20,7 @@ from plumbing.cli import UserError, user_errors
 from posenc import sequence_table
 from puzzles import ENDLESS, VideoConfig, VideoPuzzles, puzzle_set
 from sources.synthetic import moving_digits
-from train import TrainConfig, step_batches
+from train import step_batches
 from unet3d import CONFIGS, UNet3D
 
 TINY_VIDEO = ["--size", "16", "--pieces", "3", "--frames-per-piece", "2", "--batch-size", "2", "--eval-puzzles", "2",
@@ -237,7 +237,7 @@ def test_training_run_writes_checkpoint_and_log(video_ckpt):
     assert set(ck) == {"format", "config", "model", "ema", "opt", "step"} and ck["step"] == 4
     config = load_checkpoint(video_ckpt, "video")["config"]
     assert config.puzzle == VideoConfig(pieces=3, frames_per_piece=2, size=16, missing=1)
-    assert jpdvt.kind_of(config).anchored and config.model.in_channels == 1 and config.model.frames_per_piece == 2
+    assert config.puzzle.anchor and config.model.in_channels == 1 and config.model.frames_per_piece == 2
     log = (video_ckpt.parent / "log.txt").read_text()
     assert "eval step 2 kendall" in log and "final step 4 kendall" in log
     first = log.splitlines()[0]                               # RECIPE's settings where no flag is given
@@ -268,7 +268,8 @@ def test_sample_metrics_and_gif(video_ckpt, tmp_path, capsys):
     m = sample_run("--ckpt", video_ckpt, "--num-puzzles", "3", "--steps", "2", "--batch-size", "2", "--samples", "2",
                    "--out", tmp_path)
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("sampling: ddpm, 2 steps, 2 sample(s), hungarian assignment, judge none (")
+    assert out[0].startswith("sampling: ddpm, 2 steps, 2 sample(s) averaged (ours, not the paper's), hungarian "
+                             "assignment, judge none (")
     assert out[-2].startswith("3 test puzzles x 1 pass(es): mean Kendall distance")
     assert json.loads(json.dumps(m)) == json.loads((tmp_path / "metrics.json").read_text())
     assert {"kendall", "exact", "kendall_set", "exact_set", "num_puzzles", "sec_per_puzzle", "dataset", "pieces",

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from pictures import unshuffle_video, write_gif
 from plumbing.cli import UserError
 from puzzles import make_video_puzzle
-from solving.pictures import unshuffle_video, write_gif
 from sources.files import list_videos, read_video
 from sources.mnist import load_movingmnist
 from sources.synthetic import draw_digit_glyphs, moving_digits

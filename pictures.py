@@ -1,7 +1,7 @@
 """
 Pictures of puzzles, for people who would rather look than read: PNG grids of image puzzles and animated GIFs
 of video puzzles (written by sample.py), and the pieces put back in place for them (`assemble` a grid of pieces,
-`unshuffle_video` a clip's pieces in time order; a solved bag's picture too, solving/bag.py).
+`unshuffle_video` a clip's pieces in time order; a solved bag's picture too, solving/bag.py). Not in the paper.
 
 - Image rows: shuffled input (missing pieces grey) | solved | solved and inpainted | ground truth (the paper's
   JPDVT-S and JPDVT-SI columns), titled IMAGE_COLUMNS above them.
@@ -195,19 +195,19 @@ def video_row(batch, positions, generated, k):
     return clips, [None, np.repeat(slot_generated, f), None]
 
 
-def picture(kind, batch, positions, content, k):
-    """Puzzle k of a solved batch of `kind`'s puzzles (jpdvt.kind_of; content decoded to pixels): image_row or
-    video_row."""
-    if kind.p.kind == "image":
-        return image_row(batch, positions, content, grid=kind.p.grid, k=k)
+def picture(puzzle, batch, positions, content, k):
+    """Puzzle k of a solved batch of `puzzle`'s puzzles (an ImageConfig or VideoConfig; content decoded to pixels):
+    image_row or video_row."""
+    if puzzle.kind == "image":
+        return image_row(batch, positions, content, grid=puzzle.grid, k=k)
     return video_row(batch, positions, content, k=k)
 
 
-def save_pictures(kind, folder, solved):
+def save_pictures(puzzle, folder, solved):
     """examples.png (images) or examples.gif (videos) of solved puzzles, [(batch, positions, content, k)] (picture());
     returns (path, what its columns show)."""
-    rows = [picture(kind, *one) for one in solved]
-    if kind.p.kind == "image":
+    rows = [picture(puzzle, *one) for one in solved]
+    if puzzle.kind == "image":
         path, img = os.path.join(folder, "examples.png"), stack(rows, axis=0)
         save_png(path, img, titles=column_titles(IMAGE_COLUMNS, img.shape[1]))
         return path, " | ".join(IMAGE_COLUMNS)
