@@ -105,8 +105,8 @@ def get_parser():
     p.add_argument("--piece-size", type=int,
                    help="piece side in pixels (default: shapes 16, folder/imagenet 64, jpwleg3 96)")
     p.add_argument("--gap", type=int,
-                   help="erosion: extra pixels per cell around each piece (paper: 21 for 85 px cells, "
-                        "jpwleg3 48); training crops pieces at random inside cells, testing at the centre")
+                   help="erosion: extra pixels per cell around each piece (default: 0, jpwleg3 48; paper: 21 for 85 "
+                        "px cells); training crops pieces at random inside cells, testing at the centre")
     p.add_argument("--mix-shapes", type=float, metavar="FRACTION",
                    help="folder/imagenet: this fraction of the training puzzles are built-in shapes instead (a "
                         "procedural prior; the test split stays the folder's; default 0)")

@@ -89,6 +89,10 @@ def resume(args, kind):
         raise UserError(f"--{given[0].replace('_', '-')} cannot be given with --resume: a resumed run keeps its "
                         "checkpoint's settings; drop it, or start a new run from its weights with --init")
     config = ckpt["config"]
+    if args.max_steps not in (None, config.train.max_steps) and config.train.schedule == "cosine":
+        raise UserError(f"--max-steps {args.max_steps} cannot change on --resume under --schedule cosine: the learning "
+                        f"rate decays to 0 at the run's {config.train.max_steps} steps, and a new end would bend its "
+                        "curve mid-run; resume without --max-steps, or fine-tune longer with --init")
     for name in ("max_steps", "ckpt_every", "eval_every"):
         if getattr(args, name) is not None:
             setattr(config.train, name, getattr(args, name))

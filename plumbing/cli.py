@@ -178,9 +178,10 @@ def add_train_flags(p, defaults):
                    help="auto (a CUDA GPU, else a Mac's GPU, mps, else the CPU), cpu, cuda, cuda:N or mps (torchrun "
                         "sets one per process)")
     p.add_argument("--log-every", type=positive, default=50,
-                   help="log the mean losses every N steps (reading them syncs the device, so not every step)")
+                   help="log the mean losses every N steps (reading them syncs the device, so not every step; "
+                        "default 50)")
     p.add_argument("--workers", type=non_negative, default=1,
-                   help="data-loading processes (0 = in the main process)")
+                   help="data-loading processes (0 = in the main process; default 1)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (GPU speed-up)")
 
 
@@ -203,13 +204,13 @@ def add_sampling_flags(p):
                    "50, ddpm, 1, hungarian")
     p.add_argument("--sampler", choices=SAMPLERS,
                    help="ddpm (ancestral: fresh noise at every step) or ddim (deterministic: only the starting noise "
-                        "is random)")
+                        "is random); default: the checkpoint's, else ddpm")
     p.add_argument("--samples", type=positive,
                    help="independent samples of the codes per puzzle, assigned on their mean distance (not in the "
-                        "paper, which samples once; K times the sampling time)")
+                        "paper, which samples once; K times the sampling time); default: the checkpoint's, else 1")
     p.add_argument("--assign", choices=ASSIGNERS,
                    help="codes -> positions: hungarian (optimal, the least total distance) or greedy (the paper's "
-                        "text: piece by piece, the closest free position)")
+                        "text: piece by piece, the closest free position); default: the checkpoint's, else hungarian")
     p.add_argument("--judge", choices=JUDGES, default="none",
                    help="none (default: the paper's method) or classic: of the samples' arrangements (each sample's "
                         "and their mean's), keep the one whose pieces fit best across their borders (images, "
