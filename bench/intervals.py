@@ -1,0 +1,54 @@
+"""
+95% intervals of sample.py's figures, by resampling what the puzzles came from: a photo (puzzle i of every pass is
+cut from test photo i) or a clip, never single puzzles, since one photo gives several puzzles. Reads the per-puzzle
+scores of sample.py's metrics.json (its "per_puzzle": passes x puzzles) and writes one row a run to results.json.
+
+    python -m bench.intervals runs/table/photos runs/table/gap ...      # each a sample.py --out folder
+"""
+import argparse
+import json
+import os
+
+import numpy as np
+
+from bench.report import save_result
+
+DRAWS = 2000                                 # bootstrap resamples
+KEYS = {"image": ("piece_acc", "puzzle_acc"), "video": ("kendall", "exact")}
+
+
+def interval(per_puzzle, rng):
+    """(mean, low, high): the mean over passes and puzzles of a (passes, puzzles) array, and the 2.5 and 97.5
+    percentiles of that mean over resamples of the puzzles' sources (columns) with replacement."""
+    per_source = np.asarray(per_puzzle, float).mean(0)                 # (sources,): each photo's or clip's mean
+    draws = per_source[rng.integers(0, len(per_source), (DRAWS, len(per_source)))].mean(1)
+    return float(per_source.mean()), float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))
+
+
+def main(args):
+    rng = np.random.default_rng(0)
+    for folder in args.folders:
+        with open(os.path.join(folder, "metrics.json")) as f:
+            m = json.load(f)
+        kind = "image" if "piece_acc" in m else "video"
+        row = {k: interval(m["per_puzzle"][k], rng) for k in KEYS[kind]}
+        name = os.path.splitext(os.path.basename(m["ckpt"]))[0]
+        protocol = ("anchored" if m["anchor"] else "all pieces") if kind == "image" else "clips"
+        key = f"interval {name} {m['split']} missing {m['missing']} {protocol} seed {m['seed']} x{m['repeats']}"
+        print(key, " ".join(f"{k} {v:.4f} [{lo:.4f}, {hi:.4f}]" for k, (v, lo, hi) in row.items()))
+        save_result(key, {"command": f"python -m bench.intervals {folder}", "group": "intervals",
+                          "metrics": {**{k: v for k, (v, _, _) in row.items()},
+                                      **{f"{k}_95": [lo, hi] for k, (_, lo, hi) in row.items()},
+                                      "sources": len(m["per_puzzle"][KEYS[kind][0]][0]), "passes": m["repeats"],
+                                      "samples": m["samples"], "sampler": m["sampler"], "judge": m["judge"],
+                                      "sec_per_puzzle": m["sec_per_puzzle"], "sampled_by": m.get("ckpt")}})
+
+
+def get_parser():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("folders", nargs="+", help="sample.py output folders (each holds a metrics.json)")
+    return p
+
+
+if __name__ == "__main__":
+    main(get_parser().parse_args())
