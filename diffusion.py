@@ -13,8 +13,7 @@ codes, E^m the missing pieces' content, E^g the given pieces' content.
 - The network predicts either eps, the noise (the paper's text), or x0, the clean target. Either way it is the same
   method, sampled the same way; only the output differs, and with it how the loss weighs the steps: an eps error is
   an x0 error times sqrt(SNR(t)), SNR = abar / (1 - abar). The loss is a weighted sum of per-part MSEs over
-  generated entries only. The scripts predict x0 by default, as the authors' released code does (README,
-  "Differences from the paper").
+  generated entries only. The scripts predict x0 by default, as the authors' released code does (docs/choices.md).
 - Sampling: ancestral DDPM (`p_sample`) or deterministic DDIM (`ddim_sample`, eta = 0), over all T steps or a
   respaced subset (`timesteps`), re-imposing the known (unmasked) entries after every step.
 

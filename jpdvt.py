@@ -24,15 +24,18 @@ Read this file after posenc.py and diffusion.py; the networks are in dit.py and 
 - puzzle_loss (training): per-part weighted MSE over the generated entries (each part's mean over its generated
   entries in the batch).
 - solve (inference): sample the codes (and missing content), then match the pieces to the true positions one to one by
-  code distance: Hungarian, the least total distance, or greedy, each piece in turn the nearest free position, as the
-  paper's text describes it (metrics.py). A piece whose code is told keeps its cell. A missing piece takes part like
+  code distance: Hungarian, the least total distance (our default, chosen on val), or greedy, each piece in turn the
+  nearest free position, as the paper's text describes it (metrics.py; --assign greedy). A pinned piece keeps its
+  cell: the anchor, whose code is told to a network trained with one; an anchored scoring of a network trained
+  without one pins the anchor in the assignment only (solve's `pinned`). A missing piece takes part like
   the others, as in the paper, which generates the positions of given and missing pieces alike: nobody knows which
   cells the missing pieces came from, so its generated code may win any cell. The cell it gets is where its
   generated content goes, and it can take a real piece's cell (the displaced real piece then counts as wrong).
 - Temporal super-resolution (a video use of the same solve, the supplement's): the code of every given piece is
   told, and only the missing pieces between them are generated.
 - What differs between image and video puzzles: the table of true codes (position_table) and the scores (score);
-  the rest branches nowhere. A video puzzle is always anchored (VideoConfig.anchor), an image puzzle when trained so.
+  the rest branches nowhere. A video puzzle is always anchored (VideoConfig.anchor), an image puzzle when its
+  settings say so (ImageConfig.anchor: in training, or as the scoring protocol, sample.py --anchor).
 
     model = DiT(config.model); diffusion = GaussianDiffusion(1000, config.prediction)
     table, given = position_table(config), given_codes(batch, config.puzzle.anchor)

@@ -129,6 +129,7 @@ def main(args):
                "seed": args.seed, "repeats": args.repeats,
                "ckpt": args.ckpt, "train_step": ckpt["step"], **described,
                **{k: v for k, v in asdict(puzzle).items() if k != "data_dir"},
+               "anchor_told_to_network": bool(puzzle.anchor and trained.anchor),
                "passes": [{k: float(v.mean()) for k, v in p.items()} for p in passes],
                "per_puzzle": {k: v.tolist() for k, v in per_puzzle.items()}}
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
@@ -151,7 +152,8 @@ def solve(args, model, diffusion, batch, table, opts, given, pinned, codec, puzz
         costs, content = jpdvt.code_costs(model, diffusion, inputs, table, opts, given, latent)
         positions = judge(costs, batch["content"], batch["missing"], jpdvt.pinned_cells(batch, pinned), opts.assign,
                           puzzle.grid if puzzle.kind == "image" else None)
-        content = jpdvt.follow_cells(content, costs, positions, batch)
+        if opts.samples > 1 and batch["missing"].any():    # as jpdvt.solve: the drawings follow the cells
+            content = jpdvt.follow_cells(content, costs, positions, batch)
     return positions, codec.decode(content) if codec else content
 
 

@@ -7,7 +7,7 @@ told). A tiny model trained on such puzzles (checkpoints/image-shapes-3x3-anchor
 and an anchor) computes one training loss on it, then solves it. The steps: the positional code of every other piece
 starts as noise, 50 reverse diffusion steps denoise it (and the missing piece's pixels), and the pieces get cells
 one to one by code distance (Hungarian), the anchor on its own. The model predicts the clean codes (x0), where the
-paper predicts the noise (eps), which did not learn here (README, "Differences from the paper"). The anchor's cell
+paper predicts the noise (eps), which did not learn here (docs/choices.md). The anchor's cell
 is pinned in the assignment (metrics.pin). Then read posenc.py, diffusion.py, jpdvt.py (README, "How to read this
 code").
 

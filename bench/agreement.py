@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-import jpdvt
+import solving
 from bench.recipes import PHOTO_PASSES, PHOTOS
 from bench.report import save_result
 from metrics import assign, pin
@@ -19,7 +19,7 @@ from solving.bag import CONFIDENCE_SAMPLES, agreement
 
 
 def main(args):
-    solver = jpdvt.load(args.ckpt, device="cpu")
+    solver = solving.load(args.ckpt, device="cpu")
     puzzle = replace(solver.config.puzzle, data_dir=PHOTOS)
     opts = replace(solver.opts, samples=max(solver.opts.samples, CONFIDENCE_SAMPLES))
     sure, right, piece_sure, piece_right = [], [], [], []
@@ -27,7 +27,8 @@ def main(args):
         val = puzzle_set(puzzle, "val", seed)
         batch = collate([val[i] for i in range(len(val))])
         opts.generator.manual_seed(seed)
-        costs = solver.costs(batch, opts=opts)[0].float().numpy()  # (S, B, N, P)
+        given, _ = solver.told(batch)                               # codes told: the anchor's, if trained so
+        costs = solver.costs(batch, given, opts)[0].float().numpy()  # (S, B, N, P)
         for b in range(costs.shape[1]):
             given = np.full(costs.shape[2], -1)
             pos = assign(pin(costs[:, b].mean(0), given), opts.assign)
@@ -55,5 +56,6 @@ def main(args):
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ckpt", default="checkpoints/image-photos-3x3.pt", help="an image checkpoint trained on photos")
+    args = p.parse_args()
     torch.set_num_threads(1)
-    main(p.parse_args())
+    main(args)

@@ -31,14 +31,17 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
-from jpdvt import SampleOptions, piece_codes
+from jpdvt import SampleOptions, piece_codes, score
 from pictures import DISPLAY, assemble, column_titles, enlarge, font, mark_cells, outline, save_png, stack
 from plumbing.checkpoint import load_checkpoint
-from plumbing.cli import UserError, check_puzzle, resolve_device, user_errors
+from plumbing.cli import AUTOCAST, UserError, check_puzzle, resolve_device, user_errors
 from puzzles import collate, cut_image, puzzle_set, shuffle_pieces
+from sample import SUMMARY
 from solving.own import MASKED_MODEL
-from solving.solver import Solver, summary, test_settings
-from sources.files import fit_image
+from solving.solver import Solver
+from sources.files import data_folder, find_data, fit_image
+from sources.images import DATASETS
+from sources.videos import VIDEO_DATASETS
 
 BAG_MS, STEP_MS, HOLD_MS = 1000, 300, 1500   # GIF frame durations: the shuffled bag, a step, the result at the end
 FRAMES = 8                            # sampling steps drawn (drawn_steps; each costs a whole photo's GIF bytes)
@@ -265,7 +268,7 @@ def solve_photo(path, solver, out, seed, frames):
              "true_pos": torch.from_numpy(true_pos)[None].to(device),
              "missing": torch.from_numpy(miss)[None].to(device)}
     rec = Recorder()
-    pos, generated = solver.solve_batch(batch, callback=rec)
+    pos, generated = solver.solve_batch(batch, opts=replace(solver.opts, callback=rec))
     big, gone = display_cut(photo, puzzle, DISPLAY), miss[:, None, None, None]
     n, side = len(big), big.shape[1]
     border = max(2, side // 40)
@@ -282,7 +285,7 @@ def solve_photo(path, solver, out, seed, frames):
     solving_gif(os.path.join(out, name + "_solving.gif"), rec, solver.table, grid=grid,
                 tiles_at=lambda i: np.where(gone, enlarge(rec.content[i], small.shape[1]), small), marked=miss,
                 final=pos[0], shown=steps_shown(solver, rec, frames))
-    return solver.kind.score(pos, batch)
+    return score(puzzle, pos, batch)
 
 
 def first_test_puzzle(solver, out, seed, frames):
@@ -290,9 +293,30 @@ def first_test_puzzle(solver, out, seed, frames):
     batch = collate([puzzle_set(solver.config.puzzle, "test", seed)[0]])
     batch = {k: v.to(solver.device) for k, v in batch.items()}
     rec = Recorder()
-    pos, _ = solver.solve_batch(batch, callback=rec)
+    pos, _ = solver.solve_batch(batch, opts=replace(solver.opts, callback=rec))
     puzzle_animation(os.path.join(out, "solving.gif"), rec, solver, batch=batch, positions=pos, frames=frames)
-    return solver.kind.score(pos, batch)
+    return score(solver.config.puzzle, pos, batch)
+
+
+def puzzle_from_flags(args, puzzle):
+    """The checkpoint's puzzle settings with the flags that change a test puzzle, as sample.py reads them: --dataset,
+    --data-dir (default: the training run's, sources.files.find_data), --missing (default: the checkpoint's) and, for
+    a latent video model, its autoencoder's folder."""
+    dataset = args.dataset or puzzle.dataset
+    datasets = DATASETS if puzzle.kind == "image" else VIDEO_DATASETS
+    if dataset not in datasets:
+        raise UserError(f"--dataset {dataset} does not fit this {puzzle.kind} checkpoint; use one of "
+                        f"{', '.join(datasets)}")
+    changes = {"dataset": dataset, "data_dir": find_data(puzzle, args.ckpt, args.data_dir, dataset),
+               "missing": puzzle.missing if args.missing is None else args.missing}
+    if getattr(puzzle, "vae", None):                           # a latent video model: its autoencoder's folder
+        changes["vae"] = data_folder(puzzle.vae, args.ckpt)
+        if changes["vae"] is None:
+            raise UserError(f"the autoencoder {puzzle.vae} of {args.ckpt} is not found from here nor next to the "
+                            "checkpoint")
+    puzzle = replace(puzzle, **changes)
+    check_puzzle(puzzle)
+    return puzzle
 
 
 def main(args):
@@ -305,8 +329,7 @@ def main(args):
         puzzle = replace(config.puzzle, missing=0 if args.missing is None else args.missing)
         check_puzzle(puzzle)
     else:                                                       # a test puzzle, its data found as sample.py finds it
-        flags = argparse.Namespace(**vars(args), frame_stride=None, vae=None, video=None, pieces=None, frames=None)
-        puzzle = test_settings(flags, config.puzzle)
+        puzzle = puzzle_from_flags(args, config.puzzle)
     if config.puzzle.kind == "image" and puzzle.missing and not config.puzzle.missing:
         print(f"note: --missing {puzzle.missing}, and {args.ckpt} never trained with missing pieces, so it cannot "
               f"draw them (their cells stay grey); for photo pieces of a 3x3 grid with holes use {MASKED_MODEL}")
@@ -317,7 +340,8 @@ def main(args):
     os.makedirs(args.out, exist_ok=True)
     scores = solve_photo(args.image, solver, args.out, args.seed, args.gif_steps) if args.image else \
         first_test_puzzle(solver, args.out, args.seed, args.gif_steps)
-    print(f"{summary(solver.config.puzzle.kind, scores)}; wrote {args.out}")
+    means = {k: float(v.mean()) for k, v in scores.items()}                 # per puzzle -> the figure
+    print(f"{SUMMARY[solver.config.puzzle.kind].format(**means)}; wrote {args.out}")
 
 
 def get_parser():
@@ -334,7 +358,8 @@ def get_parser():
                         "step)")
     p.add_argument("--sampler", default="ddpm", choices=("ddpm", "ddim"),
                    help="the sampler (default ddpm, one sample per puzzle, whatever the checkpoint's estimator)")
-    p.add_argument("--precision", default="fp32", help="arithmetic (fp32, bf16, auto)")
+    p.add_argument("--precision", default="fp32", choices=AUTOCAST,
+                   help="arithmetic: fp32 (the default), or bf16 or fp16 autocast on a GPU")
     p.add_argument("--seed", type=int, default=0, help="the shuffle, the test puzzles and the sampling noise")
     p.add_argument("--out", required=True, help="output folder")
     return p

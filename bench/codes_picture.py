@@ -4,7 +4,7 @@ The picture of the codes the model denoises (posenc.py), docs/codes.png: every c
 
     python -m bench.codes_picture docs/codes.png
 """
-import sys
+import argparse
 
 import numpy as np
 import torch
@@ -103,4 +103,6 @@ def save_codes_picture(path, grid=(3, 3), slots=10):
 
 
 if __name__ == "__main__":
-    save_codes_picture(sys.argv[1] if len(sys.argv) > 1 else "docs/codes.png")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("path", nargs="?", default="docs/codes.png", help="the PNG to write (default docs/codes.png)")
+    print(f"wrote {save_codes_picture(p.parse_args().path)}")

@@ -16,12 +16,13 @@ shows, a drawn piece that won a given piece's cell included.
 """
 import argparse
 import os
+from dataclasses import replace
 
 import numpy as np
 import torch
 
+import solving
 from bench.report import save_result
-from jpdvt import load
 from pictures import assemble, save_png, stack
 from puzzles import collate, puzzle_set
 
@@ -50,10 +51,9 @@ def measure(solver, missing, passes=8):
     """{"model", "picture mean", "border mean": (mae, rmse)} over the generated pieces of the val puzzles, and the
     first pass's (batch, positions, content) for the picture."""
     err, first = {"model": [], "picture mean": [], "border mean": []}, None
-    puzzle = solver.config.puzzle.__class__(**{**vars(solver.config.puzzle), "missing": missing})
-    kind = type(solver.kind)(puzzle, solver.config.model)
+    puzzle = replace(solver.config.puzzle, missing=missing)
     for seed in range(1, passes + 1):
-        data = puzzle_set(kind.p, "val", seed)
+        data = puzzle_set(puzzle, "val", seed)
         batch = {k: v.to(solver.device) for k, v in collate([data[i] for i in range(len(data))]).items()}
         solver.opts.generator.manual_seed(seed)
         positions, content = solver.solve_batch(batch)
@@ -95,7 +95,7 @@ def picture(first, grid, path, count=4):
 def main(args):
     if args.missing < 1:
         raise SystemExit("error: --missing must be 1 or more: the drawn pieces are those of missing pieces")
-    solver = load(args.ckpt, device="cpu")
+    solver = solving.load(args.ckpt, device="cpu")
     name = os.path.splitext(os.path.basename(args.ckpt))[0]
     errors, first = measure(solver, args.missing)
     for fill, (mae, rmse) in errors.items():

@@ -18,6 +18,7 @@ The runs (bench/notes.md, "eps against x0"), OMP_NUM_THREADS=1 each:
     python train_video.py --prediction P --pieces 5 --frames-per-piece 4 --lr 1e-3 --schedule cosine --max-steps 3200
         --eval-every 800 --eval-puzzles 200 --out runs/eps/digits-P
 """
+import argparse
 import json
 import os
 import re
@@ -170,7 +171,11 @@ def main(root):
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--tokens"]:
-        tokens(sys.argv[2:])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("root", nargs="?", default="runs/eps", help="the folder of the runs' logs (default runs/eps)")
+    p.add_argument("--tokens", nargs="+", metavar="LOG", help="instead: the tokens rows and panel from these logs")
+    a = p.parse_args()
+    if a.tokens:
+        tokens(a.tokens)
     else:
-        main(sys.argv[1] if len(sys.argv) > 1 else "runs/eps")
+        main(a.root)

@@ -27,14 +27,13 @@ STEPS = (0, 100, 200, 300, 400, 500, 600, 700, 800, 900, 999)
 def probe(path, puzzles=200, seed=0):
     ckpt = load_checkpoint(path, kind="image")
     config = ckpt["config"]
-    kind = jpdvt.kind_of(config)
     model = DiT(config.model)
     model.load_state_dict(ckpt["ema"])
     model.eval()
     diffusion = GaussianDiffusion(1000, config.prediction)
     val = puzzle_set(config.puzzle, "val", config.train.seed)
     batch = collate([val[i] for i in range(min(puzzles, len(val)))])
-    table, given = kind.table(), given_codes(batch, kind.anchored)
+    table, given = jpdvt.position_table(config), given_codes(batch, config.puzzle.anchor)
     fn = model_fn(model, batch["missing"], given)
     x0 = {"code": table[batch["true_pos"]], "content": batch["content"]}
     masks = {"code": ~given, "content": batch["missing"]}
@@ -48,11 +47,12 @@ def probe(path, puzzles=200, seed=0):
         code, _ = diffusion.predict_x0_eps(xt, t, out["code"])
         (code, cells), (xt, _) = piece_codes(code.float(), table), piece_codes(xt.float(), table)
         positions = assign_batch(torch.cdist(code, cells[None].expand(len(code), -1, -1)), "hungarian")
-        acc = kind.score(positions, batch)["piece_acc"]
+        acc = float(jpdvt.score(config.puzzle, positions, batch)["piece_acc"].mean())
         noisy = assign_batch(torch.cdist(xt, cells[None].expand(len(code), -1, -1)), "hungarian")
         abar = float(diffusion.alphas_cumprod[step])
         rows.append({"t": step, "piece_acc_x0_hat": round(acc, 4),
-                     "piece_acc_noisy_code": round(kind.score(noisy, batch)["piece_acc"], 4),
+                     "piece_acc_noisy_code": round(float(jpdvt.score(config.puzzle, noisy, batch)["piece_acc"].mean()),
+                                                   4),
                      "snr": abar / (1 - abar)})
     return {"ckpt": path, "prediction": config.prediction, "step": ckpt["step"], "puzzles": len(batch["missing"]),
             "rows": rows}

@@ -31,10 +31,11 @@ def main(args):
         with open(os.path.join(folder, "metrics.json")) as f:
             m = json.load(f)
         kind = "image" if "piece_acc" in m else "video"
+        puzzle = m.get("puzzle", m)          # the puzzle settings (older metrics.json: beside the figures)
         row = {k: interval(m["per_puzzle"][k], rng) for k in KEYS[kind]}
         name = os.path.splitext(os.path.basename(m["ckpt"]))[0]
-        protocol = ("anchored" if m["anchor"] else "all pieces") if kind == "image" else "clips"
-        key = f"interval {name} {m['split']} missing {m['missing']} {protocol} seed {m['seed']} x{m['repeats']}"
+        protocol = ("anchored" if puzzle["anchor"] else "all pieces") if kind == "image" else "clips"
+        key = f"interval {name} {m['split']} missing {puzzle['missing']} {protocol} seed {m['seed']} x{m['repeats']}"
         print(key, " ".join(f"{k} {v:.4f} [{lo:.4f}, {hi:.4f}]" for k, (v, lo, hi) in row.items()))
         save_result(key, {"command": f"python -m bench.intervals {folder}", "group": "intervals",
                           "metrics": {**{k: v for k, (v, _, _) in row.items()},

@@ -1,10 +1,15 @@
 """
-The judge over samples (puzzles.judge; issue 78) on a checkpoint's puzzles: they are solved ONCE with --samples K_max
-samples each (its stored sampler and steps, the noise of sample.py: pass r seeded --seed + r), and from the same
-samples, for each K of --ks (the first K samples, exactly what a K-sample solve draws), three estimators are scored:
-- the model alone: the assignment of the mean cost (today's ensemble);
-- the judge: of that arrangement and each sample's own, the one of least energy (puzzles.ENERGIES, each of --energies);
-- the oracle: the best of the same candidates by the true answer (what a perfect judge would reach).
+The judge over samples (solving/judge.py, `sample.py --judge classic`; issue 78) on a checkpoint's puzzles: they are
+solved ONCE with --samples K_max samples each (its stored sampler and steps, the noise of sample.py: pass r seeded
+--seed + r), and from the same samples, for each K of --ks (the first K samples, exactly what a K-sample solve draws),
+three estimators are scored on the same candidates, the ensemble's arrangement (the assignment of the K samples' mean
+cost) and each sample's own arrangement:
+- the model alone: the ensemble's arrangement (the paper's method with K samples, jpdvt.arrange);
+- the judge (rows `judge classic ENERGY`): of the candidates, the one of least energy (solving.judge.ENERGIES, each of
+  --energies);
+- the best candidate: of the same candidates, the one nearest the true answer (what a perfect judge would reach; not
+  the best of the K samples alone, since the ensemble's arrangement is a candidate too). Rows written before the
+  judge's option was renamed call these `judge edges ENERGY` and `oracle`.
 Image puzzles sit on the puzzles of the classic solvers' rows (`python -m bench baselines[-val]`: seeds 1..8, as
 `--seed 1 --repeats 8`), whose MGC figures each row names; video rows add frame chaining on the same clips. The judge's
 time is measured as a share of the sampling time of the same K. Rows: group "judge" in bench/results.json.
@@ -23,12 +28,13 @@ import numpy as np
 import torch
 
 import jpdvt
-import puzzles
+import solving
 from bench.baselines import chain_video
 from bench.report import load_results, save_result
 from metrics import assign_batch, kendall_distance
 from plumbing.cli import positive
 from puzzles import collate, puzzle_set
+from solving.judge import ENERGIES, judge, pick
 
 
 def solve_once(solver, puzzle, args):
@@ -42,20 +48,21 @@ def solve_once(solver, puzzle, args):
         costs, batches, seconds = [], [], 0.0                      # first K of these samples
         for start in range(0, num, args.batch_size):
             batch = collate([test[i] for i in range(start, min(start + args.batch_size, num))])
+            given, pinned = solver.told(batch)           # codes told to the network, pieces kept on their cells
             t = time.time()
-            c = solver.costs(batch, opts=opts)[0].float().cpu()                          # (S, B, N, P)
+            c = solver.costs(batch, given, opts)[0].float().cpu()                        # (S, B, N, P)
             seconds += time.time() - t
             costs.append(c)
-            batches.append({**batch, "pinned": jpdvt.pinned_cells(batch, solver.kind.given(batch))})
+            batches.append({**batch, "pinned": jpdvt.pinned_cells(batch, pinned)})
             print(f"pass {r + 1}/{args.repeats}: {start + len(c[0])}/{num} puzzles, {seconds:.0f} s", flush=True)
         batch = {k: torch.cat([b[k] for b in batches]) for k in batches[0]}
         passes.append({"costs": torch.cat(costs, 1), "batch": batch, "seconds": seconds})
     return passes
 
 
-def oracle(cands, batch, video):
+def best_candidate(cands, batch, video):
     """(B, N): per puzzle, the candidate (K, B, N) nearest the truth: most counted pieces in place (images), least
-    Kendall distance (videos)."""
+    Kendall distance (videos). The candidates are the ensemble's arrangement and each sample's own."""
     true = batch["true_pos"].numpy()
     if video:
         bad = np.stack([kendall_distance(c, true) for c in cands])                                   # (K, B)
@@ -66,8 +73,8 @@ def oracle(cands, batch, video):
 
 
 def estimators(p, k, method, grid, energies, video):
-    """{name: positions (B, N)} of one pass p for the first k samples: the model alone, the judge per energy, the
-    oracle."""
+    """{name: positions (B, N)} of one pass p for the first k samples: the model alone (the ensemble's arrangement),
+    the judge per energy and the best candidate, both over the ensemble's arrangement and each sample's own."""
     costs, batch = p["costs"][:k], p["batch"]
     if "own" not in p:                                   # each sample assigned on its own, once for every K
         p["own"] = torch.from_numpy(np.stack([assign_batch(c, method, pinned=batch["pinned"]) for c in p["costs"]]))
@@ -75,8 +82,8 @@ def estimators(p, k, method, grid, energies, video):
     cands = torch.cat([ensemble[None], p["own"][:k]])                                               # (1 + k, B, N)
     out = {"model alone": ensemble.numpy()}
     for e in energies:
-        out[f"judge edges {e}"] = puzzles.pick(cands, batch["content"], batch["missing"], grid, e)
-    out["oracle"] = oracle(cands.numpy(), batch, video)
+        out[f"judge classic {e}"] = pick(cands, batch["content"], batch["missing"], grid, e)
+    out["best candidate"] = best_candidate(cands.numpy(), batch, video)
     return out
 
 
@@ -85,7 +92,7 @@ def judge_share(p, k, method, grid, energy, k_max):
     samples (the measured K_max sampling scaled by k / K_max)."""
     b = p["batch"]
     t = time.time()
-    puzzles.judge(p["costs"][:k], b["content"], b["missing"], b["pinned"], method, grid, energy)
+    judge(p["costs"][:k], b["content"], b["missing"], b["pinned"], method, grid, energy)
     return (time.time() - t) / (p["seconds"] * k / k_max)
 
 
@@ -131,7 +138,7 @@ def main(args):
         sys.exit("error: --split test scores the one setting chosen on val: give a single --ks and --energies")
     if max(args.ks) > args.samples:
         sys.exit(f"error: --ks {max(args.ks)} is more than --samples {args.samples}; raise --samples")
-    solver = jpdvt.load(args.ckpt, device="cpu")
+    solver = solving.load(args.ckpt, device="cpu")
     puzzle, video = solver.config.puzzle, solver.config.puzzle.kind == "video"
     changes = {"data_dir": args.data_dir or puzzle.data_dir}
     if args.missing is not None:
@@ -154,7 +161,8 @@ def main(args):
         scores = {}
         for p in passes:
             for est, pos in estimators(p, k, method, grid, args.energies if k in args.ks else [], video).items():
-                scores.setdefault(est, []).append(solver.kind.score(pos, p["batch"]))
+                scores.setdefault(est, []).append({key: float(v.mean())               # per puzzle -> pass mean
+                                                   for key, v in jpdvt.score(puzzle, pos, p["batch"]).items()})
         sampling = sum(p["seconds"] for p in passes) * k / args.samples / (num * args.repeats)
         for est, runs in scores.items():
             m = {key: float(np.mean([r[key] for r in runs])) for key in runs[0]}
@@ -198,8 +206,8 @@ def get_parser():
     p.add_argument("--repeats", type=positive, default=1, help="passes, pass r of seed --seed + r (sample.py's)")
     p.add_argument("--samples", type=positive, default=16, help="K_max: samples drawn once per puzzle")
     p.add_argument("--ks", type=positive, nargs="+", default=[4, 8, 16], help="the K to score (first K samples)")
-    p.add_argument("--energies", nargs="+", default=list(puzzles.ENERGIES), choices=puzzles.ENERGIES,
-                   help="the judge's energies to score")
+    p.add_argument("--energies", nargs="+", default=list(ENERGIES), choices=ENERGIES,
+                   help="the judge's energies to score (solving/judge.py; default: all)")
     p.add_argument("--batch-size", type=positive, default=50, help="puzzles sampled at once (sample.py's default)")
     p.add_argument("--note", default=None, help="a note for the rows (e.g. why fewer clips)")
     return p

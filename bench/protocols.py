@@ -1,8 +1,10 @@
 """
 The shipped image rows under both scoring protocols (`python -m bench.protocols`): anchored (one piece's cell told
 and not counted: the paper's text, Sec. 3.2) and all pieces (none told, every piece with content counted: the authors'
-released code). Each row is `sample.py` on the README's test puzzles with the checkpoint's estimator and no judge, so
-that it compares with the paper's; `--anchor` or `--no-anchor` picks the protocol.
+released code). Each row is `sample.py` on the README's test puzzles with the checkpoint's estimator and no judge
+(`--judge none`), so that it compares with the paper's; `--anchor` or `--no-anchor` picks the protocol. An anchored
+run of a model trained without an anchor pins the told piece in the assignment only (it keeps its true cell and is not
+counted): the network itself is told nothing, as it never learned to read a told code.
 
     python -m bench.protocols [--only image-shapes-3x3] [--protocol anchored]
 """

@@ -12,16 +12,16 @@ jpdvt.puzzle_loss (matmuls, convolutions and attention; elementwise work is not 
 """
 import time
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-import jpdvt
 from diffusion import GaussianDiffusion
 from dit import CONFIGS as DIT_CONFIGS
 from dit import DiT
-from jpdvt import SampleOptions, given_codes, puzzle_loss, solve
+from jpdvt import SampleOptions, given_codes, position_table, puzzle_loss, solve
 from plumbing.cli import autocast
 from posenc import grid_table
 from puzzles import ImageConfig, collate, puzzle_set
@@ -58,15 +58,15 @@ def timed(fn, device):
     return time.time() - t
 
 
-def train_step_of(kind, net_cfg, batch, device, precision="fp32", compiled=False):
+def train_step_of(puzzle, net_cfg, batch, device, precision="fp32", compiled=False):
     """(train_step, model): one step of puzzle_loss, backward and AdamW (no EMA update) on `batch`, already on
-    `device`, for a fresh network of `net_cfg` (seed 0)."""
+    `device`, for a fresh network of `net_cfg` (seed 0) on puzzles of `puzzle`'s settings."""
     torch.manual_seed(0)
-    model = (DiT if kind.grid else UNet3D)(net_cfg).to(device)      # images have a grid
+    model = (DiT if puzzle.kind == "image" else UNet3D)(net_cfg).to(device)
     net = torch.compile(model) if compiled else model
     opt = torch.optim.AdamW(model.parameters(), fused=device.type == "cuda")
-    table, diffusion = kind.table().to(device), GaussianDiffusion(1000, "x0")
-    given = given_codes(batch, kind.anchored)
+    table = position_table(SimpleNamespace(puzzle=puzzle, model=net_cfg)).to(device)
+    diffusion, given = GaussianDiffusion(1000, "x0"), given_codes(batch, puzzle.anchor)
 
     def train_step():
         with autocast(device, precision):
@@ -84,12 +84,12 @@ def measure(device, steps=10, only=None):
     for name, net_cfg, puzzle, batch in settings(gpu):
         if only is not None and name not in only:
             continue
-        kind = jpdvt.kind_of(puzzle)
         data = puzzle_set(puzzle, "train", 0)
         b = {k: v.to(device) for k, v in collate([data[i] for i in range(batch)]).items()}
-        table, given, flops = kind.table().to(device), given_codes(b, kind.anchored), None
+        table = position_table(SimpleNamespace(puzzle=puzzle, model=net_cfg)).to(device)
+        given, flops = given_codes(b, puzzle.anchor), None
         for precision, compiled in PRECISIONS:
-            train_step, model = train_step_of(kind, net_cfg, b, device, precision, compiled)
+            train_step, model = train_step_of(puzzle, net_cfg, b, device, precision, compiled)
             if flops is None:
                 with FlopCounterMode(display=False) as counter:
                     train_step()

@@ -16,13 +16,13 @@ DIT_PATCH = ("supp. same table: patch 16 (the table lists 16 / 17 / 60 without n
              "the 64 and 96 px pieces; the text's '9 patch tokens' would be one token per piece)")
 IMG_TRAIN = "supp. 'Image Experiments': batch 256, 300 epochs, lr 1e-4"
 X0 = ("DEVIATION from the text (Sec. 3.1: the network predicts the noise, eps), which stayed at chance here while x0 "
-      "learned (README, 'Differences from the paper'); the authors' released video code and image_models/ code "
+      "learned (docs/choices.md); the authors' released video code and image_models/ code "
       "predict x0 (predict_xstart=True); --prediction eps trains the text's")
 CODES = ("DEVIATION from the text (Sec. 3.2: a 32-d code per piece): the authors' released image code "
          "(image_model/diffusion/gaussian_diffusion.py) copies an 8-d 2D sin-cos code of each cell onto every token of "
          "its piece, each copy noised on its own (its base 10000, here the text's 1000); under x0, on built-in shapes "
-         "with 4 tokens a piece, one seed, it learned the fastest of the interfaces tried (README, 'Differences from "
-         "the paper'); --codes piece --code-dim 32 trains the text's")
+         "with 4 tokens a piece, one seed, it learned the fastest of the interfaces tried (docs/choices.md); "
+         "--codes piece --code-dim 32 trains the text's")
 ANCHOR = ("Sec. 3.2 'Implementation Details': we anchor the positional embedding of the initial patch; DEVIATION: the "
           "anchored piece is the first shuffled one, at a random cell of each puzzle")
 CONSTANT = "no learning-rate decay or warm-up is stated: constant"

@@ -130,7 +130,7 @@ def add_train_flags(p, defaults):
     d = defaults
     p.add_argument("--prediction", choices=PREDICTIONS,
                    help="network target: x0, the clean codes (default, as in the authors' released video code; eps "
-                        "stayed at chance here: README, 'Differences from the paper') or eps, the noise (the paper's "
+                        "stayed at chance here: docs/choices.md) or eps, the noise (the paper's "
                         "text)")
     p.add_argument("--batch-size", type=positive, help=f"puzzles per step, over all processes: with torchrun each of "
                                                        f"W processes takes B / W (default {d.batch_size})")

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from jpdvt import arrange, pinned_cells
+from jpdvt import arrange, follow_cells, pinned_cells
 from metrics import assign, pin
 from pictures import DISPLAY, assemble, enlarge, mark_cells
 from plumbing.cli import UserError
@@ -99,6 +99,8 @@ def solve_image_bag(solver, pieces, pins, opts, judge):
     given, pinned = solver.told(batch, torch.from_numpy(pinned)[None].to(solver.device))
     costs, generated = solver.costs(batch, given, opts)
     pos, conf, whole = place(solver, costs, batch, pinned, opts, judge)          # a pinned piece keeps its cell
+    if opts.samples > 1 and batch["missing"].any():   # each empty cell shows the drawing made for it (jpdvt.solve)
+        generated = follow_cells(generated, costs, pos[None], batch)
     show = int(min(DISPLAY, max(side, np.median([min(im.size) for im in images]))))   # the pieces' own pixels
     tiles = np.stack([piece_pixels(im, show, name) for name, im in zip(names, images)])
     every = np.concatenate([tiles, enlarge(generated[0, n:], show, smooth=True)])

@@ -16,7 +16,7 @@ from diffusion import GaussianDiffusion
 from dit import DiT
 from jpdvt import SampleOptions, code_costs, follow_cells, given_codes, pinned_cells, position_table, solve
 from plumbing.checkpoint import load_checkpoint
-from plumbing.cli import SAMPLING, UserError, autocast, cpu_threads, resolve_device
+from plumbing.cli import AUTOCAST, SAMPLING, UserError, autocast, cpu_threads, resolve_device
 from solving.judge import JUDGES, judge
 from sources.vae import load_codec
 from unet3d import UNet3D
@@ -71,7 +71,8 @@ class Solver:
         else:
             costs, content = self.costs(batch, given, opts)
             positions = self.judged(costs, batch, pinned, opts)
-            content = follow_cells(content, costs, positions, batch)
+            if opts.samples > 1 and batch["missing"].any():    # as jpdvt.solve: the drawings follow the cells
+                content = follow_cells(content, costs, positions, batch)
         return positions, self.codec.decode(content) if self.codec else content
 
     def judged(self, costs, batch, pinned, opts):
@@ -116,6 +117,8 @@ def solving_threads(device):
 
 def load_solver(path, device="auto", precision="fp32"):
     """solving.load: a Solver with the sampling its checkpoint stores (chosen on val), else plumbing.cli.SAMPLING."""
+    if precision not in AUTOCAST:
+        raise UserError(f"precision must be one of {', '.join(AUTOCAST)}, got {precision!r}")
     ckpt, device = load_checkpoint(path), resolve_device(device)
     stored = {k: v for k, v in ckpt.get("sampling", {}).items() if k in SAMPLING}
     return Solver(ckpt, ckpt["config"], device, SampleOptions(**{**SAMPLING, **stored}), precision)

@@ -100,7 +100,7 @@ def test_callback_sees_every_step_and_changes_no_result():
     config = ckpt["config"]
     model = DiT(config.model).eval()
     model.load_state_dict(ckpt["ema"])
-    diffusion, table = GaussianDiffusion(1000, config.prediction), jpdvt.kind_of(config).table()
+    diffusion, table = GaussianDiffusion(1000, config.prediction), jpdvt.position_table(config)
     test = puzzle_set(replace(config.puzzle, missing=1), "test", 0)
     batch, opts = collate([test[0], test[1]]), SampleOptions(steps=4, samples=2)
     given = given_codes(batch, False)

@@ -2,9 +2,13 @@
 scripts (a flag that was removed must take its rows and recipes with it, to bench/notes.md)."""
 import json
 import os
+import runpy
 import shlex
+import sys
+import warnings
 
 import pytest
+import torch
 
 import sample
 import train_image
@@ -50,6 +54,27 @@ def test_recipes_parse():
     for name, (script, flags, evals) in RECIPES.items():
         assert parses(script, flags + ["--out", "x"]), name
         assert all(parses("sample.py", ["--ckpt", "x"] + extra) for extra in evals), name
+
+
+BENCH = sorted(f[:-3] for f in os.listdir(os.path.join(ROOT, "bench")) if f.endswith(".py") and f != "__init__.py")
+
+
+@pytest.mark.parametrize("name", BENCH)
+def test_every_bench_module_answers_help(name, monkeypatch, capsys):
+    """`python -m bench.X --help` works: each module imports with today's API and reads its flags before any work (a
+    module without a command line just imports)."""
+    module = "bench" if name == "__main__" else f"bench.{name}"
+    monkeypatch.setattr(sys, "argv", [module, "--help"])
+    threads = torch.get_num_threads()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)          # runpy: the module was imported already
+            runpy.run_module(module, run_name="__main__")
+    except SystemExit as e:
+        assert e.code in (0, None), capsys.readouterr().err
+        assert "usage:" in capsys.readouterr().out
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_report_tables_keep_their_columns():

@@ -3,6 +3,7 @@ when asked and never on image pieces without their grid, the anchored protocol t
 with one, an exact cosine curve on resume, fp32 solving, a solve that does not oversubscribe the cores, and a path
 refused where pieces are expected."""
 import os
+import pathlib
 
 import numpy as np
 import pytest
@@ -43,7 +44,7 @@ def test_anchored_scoring_of_a_model_trained_without_an_anchor_tells_the_network
     m = sample_run("--ckpt", SHAPES_CKPT, "--num-puzzles", "4", "--steps", "2", "--samples", "1", "--anchor",
                    "--out", tmp_path)
     assert told and not any(told)
-    assert m["anchor"] is True and 0 <= m["piece_acc"] <= 1
+    assert m["anchor"] is True and m["anchor_told_to_network"] is False and 0 <= m["piece_acc"] <= 1
 
 
 def test_resume_refuses_a_new_end_under_the_cosine_schedule(tmp_path):
@@ -74,7 +75,7 @@ def test_a_solve_does_not_oversubscribe_the_cores_and_restores_the_count(monkeyp
 
 def test_a_path_is_refused_where_pieces_are_expected():
     solver = solving.load(SHAPES_CKPT, device="cpu")
-    for path in ("my_pieces/", os.path.join("my_pieces")):
+    for path in ("my_pieces/", pathlib.Path("my_pieces"), b"my_pieces"):
         with pytest.raises(UserError, match="solve takes the pieces themselves .* not a path"):
             solver.solve(path)
 

@@ -1,6 +1,6 @@
 """
 The repository's shape, as the design card states it: the method files at the root import nothing of the folders a
-reader may skip (solving/, plumbing/, bench/) at module level (jpdvt.load and Solver.solve import them inside), the data
+reader may skip (solving/, plumbing/, bench/) at module level (sample.py imports the judge only when asked), the data
 sources depend on no other part of the project, the README keeps its order and writes nothing into docs/, and no
 committed checkpoint carries a training state.
 """
@@ -15,7 +15,7 @@ from conftest import ROOT
 
 METHOD = ("posenc", "diffusion", "dit", "unet3d", "puzzles", "metrics", "jpdvt")
 PROJECT = {*METHOD, "train", "train_image", "train_video", "sample", "walkthrough", "mnist", "sources", "solving",
-           "plumbing", "configs", "bench"}
+           "plumbing", "configs", "bench", "config", "pictures", "hubconf"}
 README = open(os.path.join(ROOT, "README.md")).read()
 
 
@@ -57,7 +57,21 @@ def test_nothing_outside_bench_and_tests_imports_bench():
 def test_readme_sections_in_the_order_a_newcomer_needs():
     sections = re.findall(r"^## (.+)$", README, flags=re.M)
     assert sections == ["Try it in a minute", "Quickstart", "Results", "How to read this code", "Solve your own pieces",
-                        "Training", "Reproducing the paper on GPUs", "Differences from the paper"], sections
+                        "Differences from the paper"], sections
+
+
+def test_sample_py_reaches_the_judge_only_when_asked_and_plumbing_never_imports_train():
+    """sample.py's module level imports nothing of solving/ (the judge, an option, is imported inside); no file of
+    plumbing/ imports train.py (the settings a checkpoint stores live in config.py)."""
+    tree = ast.parse(open(os.path.join(ROOT, "sample.py")).read())
+    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    names = [a.name for n in top if isinstance(n, ast.Import) for a in n.names] + \
+            [n.module for n in top if isinstance(n, ast.ImportFrom)]
+    assert not [n for n in names if n.startswith("solving")], names
+    for f in os.listdir(os.path.join(ROOT, "plumbing")):
+        if f.endswith(".py"):
+            src = open(os.path.join(ROOT, "plumbing", f)).read()
+            assert not re.search(r"^\s*(from train import|import train\b)", src, flags=re.M), f
 
 
 WRITES_DOCS = re.compile(r"(^|[\s;&|])(cp|mv|ln|rsync)\s.*\sdocs(/|\s|$)|--out[=\s]+docs\b|>\s*docs/"

@@ -180,7 +180,7 @@ def test_solver_confidence_is_the_agreement_of_its_samples(monkeypatch):
     cost = 1 - torch.eye(9)
     other = cost[[0, 2, 1, *range(3, 9)]]                                 # pieces 1 and 2 swapped
 
-    def costs(batch, given=None, grid=None, opts=None):
+    def costs(batch, given=None, opts=None):
         seen.append(opts.samples)
         return torch.stack([cost] * 6 + [other] * 2)[:, None], batch["content"]
     monkeypatch.setattr(solver, "costs", costs)
@@ -189,7 +189,7 @@ def test_solver_confidence_is_the_agreement_of_its_samples(monkeypatch):
     assert result.confidence.tolist() == [1.0, 0.75, 0.75, *[1.0] * 6] and result.puzzle_confidence == 0.75
     video = solving.load(DIGITS, device="cpu")
     clip_cost = 1 - torch.eye(5)
-    monkeypatch.setattr(video, "costs", lambda batch, opts=None, **kw: (torch.stack(
+    monkeypatch.setattr(video, "costs", lambda batch, given, opts=None: (torch.stack(
         [clip_cost] * 7 + [clip_cost[[0, 1, 2, 4, 3]]])[:, None], None))
     clips = [np.random.default_rng(k).random((4, 32, 32, 1)) for k in range(5)]
     result = video.solve(clips, pins={0: 0})

@@ -1,6 +1,7 @@
-"""The README as a user reads it: every command it prints parses with its script's own parser, points at nothing
-beside the checkout (no ../shared), and its test line is the one CI runs. The commands' behaviour is tested where
-it is built: the Quickstart (test_image.py), the paper commands (test_paper.py), your own pieces (test_pieces.py)."""
+"""The README and the pages of docs/ as a user reads them: every command they print parses with its script's own
+parser, points at nothing beside the checkout (no ../shared), every page they link is there, and the README's test
+line is the one CI runs. The commands' behaviour is tested where it is built: the Quickstart (test_image.py), the
+paper commands (test_paper.py), your own pieces (test_pieces.py)."""
 import importlib
 import os
 import re
@@ -10,14 +11,16 @@ import pytest
 from conftest import ROOT
 
 README = open(os.path.join(ROOT, "README.md")).read()
+DOCS = {f"docs/{f}": open(os.path.join(ROOT, "docs", f)).read()
+        for f in sorted(os.listdir(os.path.join(ROOT, "docs"))) if f.endswith(".md")}   # the pages commands moved to
 PACKAGES = ("solving", "bench", "sources")           # the project's folders whose modules run with python -m
 
 
-def readme_commands():
+def bash_commands(text):
     """(script, flags) for every `python X.py ...` / `torchrun ... X.py ...` / `python -m X.Y ...` (script X/Y.py;
-    `-m X`: X/__main__.py) in the README's bash blocks."""
+    `-m X`: X/__main__.py) in the bash blocks of a page's text."""
     commands = []
-    for block in re.findall(r"```bash\n(.*?)```", README, flags=re.S):
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
         for line in block.replace("\\\n", " ").splitlines():
             for part in line.split("#")[0].split("&&"):
                 words = shlex.split(part)
@@ -33,32 +36,39 @@ def readme_commands():
     return commands
 
 
-def test_readme_has_commands_for_every_script():
-    scripts = {script for script, _ in readme_commands()}
-    assert {"sample.py", "train_image.py", "train_video.py", "mnist.py", "solving/own.py"} <= scripts, scripts
+def readme_commands():
+    """(script, flags) of the README's bash blocks."""
+    return bash_commands(README)
 
 
-@pytest.mark.parametrize("script,flags", readme_commands(), ids=lambda x: x if isinstance(x, str) else
-                         " ".join(x[:4])[:60])
-def test_readme_command_parses(script, flags):
-    assert os.path.exists(os.path.join(ROOT, script)), f"the README runs {script}, which is not at the root"
+def docs_commands():
+    """(page, script, flags) of the bash blocks of docs/*.md."""
+    return [(page, script, flags) for page, text in DOCS.items() for script, flags in bash_commands(text)]
+
+
+def command_id(x):
+    return x if isinstance(x, str) else " ".join(x[:4])[:60]
+
+
+def check_parses(script, flags, page):
+    assert os.path.exists(os.path.join(ROOT, script)), f"{page} runs {script}, which is not at the root"
     module = importlib.import_module(script[:-3].replace("/", "."))
     if flags:
         module.get_parser().parse_args(flags)        # argparse exits (a failed test) on an unknown flag or value
 
 
-def test_readme_needs_nothing_beside_the_checkout():
-    assert "../shared" not in README
-    for _, flags in readme_commands():
+def check_needs_nothing_beside_the_checkout(text, commands, page):
+    assert "../shared" not in text, page
+    for _, flags in commands:
         for f in flags:
             if f.startswith(("docs/", "checkpoints/")):
-                assert os.path.exists(os.path.join(ROOT, f)), f"the README names {f}, which the repository lacks"
+                assert os.path.exists(os.path.join(ROOT, f)), f"{page} names {f}, which the repository lacks"
 
 
-def test_readme_scoring_commands_name_their_data():
+def check_scoring_commands_name_their_data(text):
     """A shipped checkpoint scored on a dataset folder: the command passes --data-dir, or says what it needs."""
     from plumbing.checkpoint import load_checkpoint
-    for line in README.splitlines():
+    for line in text.splitlines():
         if not line.startswith("python sample.py --ckpt checkpoints/"):
             continue
         words = shlex.split(line.split("#")[0].split("&&")[0])
@@ -66,6 +76,51 @@ def test_readme_scoring_commands_name_their_data():
         own = {"--data-dir", "--video", "--pieces", "--frames"} & set(words)
         if ckpt["config"].puzzle.data_dir and not own:
             assert "# needs" in line or "# same" in line, line
+
+
+def test_readme_and_docs_have_commands_for_every_script():
+    scripts = {script for script, _ in readme_commands()} | {script for _, script, _ in docs_commands()}
+    assert {"sample.py", "train_image.py", "train_video.py", "mnist.py", "solving/own.py"} <= scripts, scripts
+    assert {"sample.py", "solving/own.py"} <= {script for script, _ in readme_commands()}
+
+
+@pytest.mark.parametrize("script,flags", readme_commands(), ids=command_id)
+def test_readme_command_parses(script, flags):
+    check_parses(script, flags, "the README")
+
+
+@pytest.mark.parametrize("page,script,flags", docs_commands(), ids=command_id)
+def test_docs_command_parses(page, script, flags):
+    check_parses(script, flags, page)
+
+
+def test_readme_needs_nothing_beside_the_checkout():
+    check_needs_nothing_beside_the_checkout(README, readme_commands(), "the README")
+
+
+@pytest.mark.parametrize("page", DOCS)
+def test_docs_need_nothing_beside_the_checkout(page):
+    check_needs_nothing_beside_the_checkout(DOCS[page], bash_commands(DOCS[page]), page)
+
+
+def test_readme_scoring_commands_name_their_data():
+    check_scoring_commands_name_their_data(README)
+
+
+@pytest.mark.parametrize("page", DOCS)
+def test_docs_scoring_commands_name_their_data(page):
+    check_scoring_commands_name_their_data(DOCS[page])
+
+
+@pytest.mark.parametrize("page", ["README.md", *DOCS])
+def test_pages_link_only_to_files_that_exist(page):
+    """Every relative link of the README and of docs/*.md ([text](path) or ![alt](path)) reaches a file."""
+    text = README if page == "README.md" else DOCS[page]
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue                                              # http(s) links, anchors within the page
+        path = os.path.normpath(os.path.join(ROOT, os.path.dirname(page), target.split("#")[0]))
+        assert os.path.exists(path), f"{page} links {target}, which the repository lacks"
 
 
 def test_ci_runs_the_readme_test_line():

@@ -79,7 +79,7 @@ def test_solve_with_a_seed_repeats_itself():
     assert np.array_equal(bare.solve(seven, seed=3).confidence, bare.solve(seven, seed=3).confidence)
 
 
-def test_command_line_solves_a_bag_as_jpdvt_load_does(tmp_path):
+def test_command_line_solves_a_bag_as_solving_load_does(tmp_path):
     pieces = pieces_of(CHELSEA, seed=1)
     folder = tmp_path / "bag"
     folder.mkdir()
