@@ -137,10 +137,8 @@ def order_clips(solver, clips, pins, opts, judge):
 
 def check_pins(pins, n, grid, anchored):
     """{piece index: (row, col)} of the pinned pieces, each inside the grid and on a cell of its own; a model trained
-    with an anchor needs one, one without cannot use any. Raises UserError naming what is wrong."""
-    if pins and not anchored:
-        raise UserError("this model was trained without an anchor, so it cannot use a pinned piece; drop the pins "
-                        "(python -m solving.own: --pin)")
+    with an anchor needs one (its code is told to the network); for one without, pins hold in the assignment only.
+    Raises UserError naming what is wrong."""
     if anchored and not pins:
         raise UserError("this model was trained with an anchor: pin a piece whose place you know (pins={index: (row, "
                         "col)}; python -m solving.own --pin FILE=ROW,COL)")

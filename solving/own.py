@@ -244,7 +244,8 @@ def get_parser():
                    help="video checkpoints: order a folder of pieces (an image per frame for 1-frame pieces, else a "
                         "clip or frame folder per piece); writes order.json")
     p.add_argument("--pin", action="append", default=[], metavar="FILE=ROW,COL",
-                   help="a piece whose place you know (repeatable), for models trained with --anchor; video models: "
+                   help="a piece whose place you know, kept on its cell (repeatable; needed by models trained with "
+                        "--anchor, which are told its code; others keep it in the assignment only); video models: "
                         "FILE=0 names the first piece")
     p.add_argument("--superres", type=non_negative, default=0,
                    help="video checkpoints: generate K pieces between each pair of given pieces (K frames with 1-frame "

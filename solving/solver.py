@@ -86,10 +86,11 @@ class Solver:
         H, W, 3) array, or a {name: piece} dict whose names errors use; resized to the model's piece size) or, for a
         video model, clips ((F, H, W, C) arrays of the model's frames per piece). Fewer image pieces than the model's
         grid has cells: the empty cells are missing, drawn by a model trained with missing pieces. pins: {index: (row,
-        col)} (video: {index: 0}) of pieces whose place you know: a model trained with an anchor needs one (a video
-        model always: its first piece). seed: the noise of this solve (the same seed, the same result). judge:
-        "none" (the paper's assignment) or "classic" (solving/judge.py). callback(i, x, x0): after every sampling
-        step. Returns a solving.bag.Result, with each piece's confidence: the share of the samples (at least 8) that
+        col)} (video: {index: 0}) of pieces whose place you know, kept on their cells: a model trained with an
+        anchor needs one, whose code it is told (a video model always: its first piece); one trained without is
+        told nothing and the pins hold in the assignment only. seed: the noise of this solve (the same seed, the same
+        result). judge: "none" (the paper's method) or "classic" (solving/judge.py). callback(i, x, x0): after every
+        sampling step. Returns a solving.bag.Result, with each piece's confidence: the share of the samples (at least 8) that
         put it where the answer does.
         """
         from solving.bag import solve_bag

@@ -83,7 +83,7 @@ def test_frames_orders_clips_with_any_names(tmp_path):
     assert report["puzzle_confidence"] <= min(sure)
 
 
-@pytest.mark.parametrize("case", ["empty", "not an image", "too many", "not square", "pin no file", "pin unanchored"])
+@pytest.mark.parametrize("case", ["empty", "not an image", "too many", "not square", "pin no file"])
 def test_bad_pieces_get_one_sentence_and_nothing_is_written(case, tmp_path):
     folder = tmp_path / "pieces"
     cut_into_files(folder)
@@ -99,9 +99,9 @@ def test_bad_pieces_get_one_sentence_and_nothing_is_written(case, tmp_path):
         os.remove(folder / sorted(os.listdir(folder))[0])
         Image.new("RGB", (120, 40)).save(folder / "strip.png")
     else:
-        flags = ["--pin", "nothing.png=0,0" if case == "pin no file" else f"{sorted(os.listdir(folder))[0]}=0,0"]
+        flags = ["--pin", "nothing.png=0,0"]
     expected = {"empty": "is empty; put the piece files in it", "not an image": "notes.txt in",
-                "too many": "10 pieces do not fit the model's 3x3 grid", "pin unanchored": "trained without an anchor",
+                "too many": "10 pieces do not fit the model's 3x3 grid",
                 "not square": "piece strip.png is 120x40 px, not roughly square",
                 "pin no file": "--pin nothing.png=0,0 names no file"}
     with pytest.raises(UserError, match=re.escape(expected[case])) as e:
@@ -208,3 +208,21 @@ def test_the_empty_cells_note_names_only_models_trained_without_missing_pieces(t
         use = "for photo pieces of a 3x3 grid with holes use checkpoints/image-photos-3x3-missing.pt"
         assert (use in out) == says, ckpt
         assert any(f"of the {k} samples agree on all of it" in out for k in (8, 16)), out    # at least 8, or stored
+
+
+def test_a_pin_on_a_model_trained_without_an_anchor_holds_in_the_assignment_only(monkeypatch):
+    """The photo model never saw a told code: a pinned piece keeps its cell in the assignment, and the network is told
+    nothing (as sample.py --anchor on such a model)."""
+    import solving
+    from dit import DiT
+    told, forward = [], DiT.forward
+
+    def spy(self, code, content, t, missing, given):
+        told.append(bool(given.any()))
+        return forward(self, code, content, t, missing, given)
+    monkeypatch.setattr(DiT, "forward", spy)
+    solver = solving.load(SHAPES_CKPT, device="cpu")
+    solver.opts = replace(solver.opts, steps=2)
+    pieces = [np.random.default_rng(k).integers(0, 255, (16, 16, 3), dtype=np.uint8) for k in range(9)]
+    assert solver.solve(pieces, pins={4: (2, 1)}).positions[4].tolist() == [2, 1]
+    assert told and not any(told)
