@@ -26,8 +26,8 @@ def interval(per_puzzle, rng):
 
 
 def main(args):
-    rng = np.random.default_rng(0)
     for folder in args.folders:
+        rng = np.random.default_rng(0)       # each folder's draws alike, whatever else is listed
         with open(os.path.join(folder, "metrics.json")) as f:
             m = json.load(f)
         kind = "image" if "piece_acc" in m else "video"
