@@ -30,11 +30,13 @@ import torch
 import jpdvt
 import solving
 from bench.baselines import chain_video
+from bench.intervals import interval
 from bench.report import load_results, save_result
 from metrics import assign_batch, kendall_distance
 from plumbing.cli import positive
 from puzzles import collate, puzzle_set
 from solving.judge import ENERGIES, judge, pick
+from solving.search import search
 
 
 def solve_once(solver, puzzle, args):
@@ -72,7 +74,7 @@ def best_candidate(cands, batch, video):
     return cands[bad.argmin(0), np.arange(cands.shape[1])]
 
 
-def estimators(p, k, method, grid, energies, video):
+def estimators(p, k, method, grid, energies, video, trusts=()):
     """{name: positions (B, N)} of one pass p for the first k samples: the model alone (the ensemble's arrangement),
     the judge per energy and the best candidate, both over the ensemble's arrangement and each sample's own."""
     costs, batch = p["costs"][:k], p["batch"]
@@ -83,17 +85,34 @@ def estimators(p, k, method, grid, energies, video):
     out = {"model alone": ensemble.numpy()}
     for e in energies:
         out[f"judge classic {e}"] = pick(cands, batch["content"], batch["missing"], grid, e)
+        for t in trusts if grid else ():
+            out[f"judge classic {e} + search trust {t:g}"] = search(out[f"judge classic {e}"], p["own"][:k],
+                                                                    batch["content"], batch["missing"], grid, t).numpy()
     out["best candidate"] = best_candidate(cands.numpy(), batch, video)
     return out
 
 
-def judge_share(p, k, method, grid, energy, k_max):
-    """The judge's whole call (1 + k assignments and the energy) on the pass's puzzles, over their sampling time for k
-    samples (the measured K_max sampling scaled by k / K_max)."""
-    b = p["batch"]
+def judge_share(p, k, method, grid, est, k_max):
+    """The judge's whole call (1 + k assignments and the energy, then the search if est has one) on the pass's puzzles,
+    over their sampling time for k samples (the measured K_max sampling scaled by k / K_max)."""
+    b, energy = p["batch"], est.split()[2]
     t = time.time()
-    judge(p["costs"][:k], b["content"], b["missing"], b["pinned"], method, grid, energy)
+    pos = judge(p["costs"][:k], b["content"], b["missing"], b["pinned"], method, grid, energy)
+    if "search" in est:
+        search(pos, p["own"][:k], b["content"], b["missing"], grid, float(est.split()[-1]))
     return (time.time() - t) / (p["seconds"] * k / k_max)
+
+
+def intervals(scores, est):
+    """95% intervals, resampling the puzzles' sources (photo or clip i gives puzzle i of each pass): of each score
+    (KEY_95) and of its gain over the model alone and, for a search, over the judge's pick it starts from."""
+    per = {key: np.stack([r[key] for r in scores[est]]) for key in scores[est][0]}            # (passes, puzzles)
+    out = {f"{key}_95": list(interval(v, np.random.default_rng(0))[1:]) for key, v in per.items()}
+    for base in ["model alone"] + [est.split(" + ")[0]] * ("search" in est):
+        for key, v in per.items():
+            gain = v - np.stack([r[key] for r in scores[base]])
+            out[f"{key}_gain_over_{base.replace(' ', '_')}_95"] = list(interval(gain, np.random.default_rng(0)))
+    return out
 
 
 def baseline(ckpt, puzzle, args):
@@ -146,7 +165,12 @@ def main(args):
     puzzle = replace(puzzle, **changes)
     name, stored = os.path.basename(args.ckpt)[:-3], solver.opts.samples
     grid, method = None if video else tuple(puzzle.grid), solver.opts.assign
-    passes = solve_once(solver, puzzle, args)
+    if args.cache and os.path.exists(args.cache):          # the samples drawn before, for other energies
+        passes = torch.load(args.cache)
+    else:
+        passes = solve_once(solver, puzzle, args)
+        if args.cache:
+            torch.save(passes, args.cache)
     num = passes[0]["costs"].shape[1]
     ks = sorted(set(args.ks) | ({stored} if args.split == "test" and stored <= args.samples else set()))
     setting = (f"missing {puzzle.missing}, " if not video else "") + (
@@ -160,19 +184,19 @@ def main(args):
     for k in ks:
         scores = {}
         for p in passes:
-            for est, pos in estimators(p, k, method, grid, args.energies if k in args.ks else [], video).items():
-                scores.setdefault(est, []).append({key: float(v.mean())               # per puzzle -> pass mean
-                                                   for key, v in jpdvt.score(puzzle, pos, p["batch"]).items()})
+            for est, pos in estimators(p, k, method, grid, args.energies if k in args.ks else [], video,
+                                                   args.trusts).items():
+                scores.setdefault(est, []).append(jpdvt.score(puzzle, pos, p["batch"]))   # per puzzle
         sampling = sum(p["seconds"] for p in passes) * k / args.samples / (num * args.repeats)
         for est, runs in scores.items():
             m = {key: float(np.mean([r[key] for r in runs])) for key in runs[0]}
+            m.update(intervals(scores, est))
             m.update(num_puzzles=num, repeats=args.repeats, seed=args.seed, split=args.split, missing=puzzle.missing,
                      samples=k, sampler=solver.opts.sampler, steps=solver.opts.steps, assign=method,
                      sec_per_puzzle=sampling, stored_samples=stored)
             if est.startswith("judge"):
-                energy = est.split()[-1]
-                m.update(energy=energy, judge_share=float(np.mean([judge_share(p, k, method, grid, energy,
-                                                                               args.samples) for p in passes[:2]])))
+                share = [judge_share(p, k, method, grid, est, args.samples) for p in passes[:2]]
+                m.update(energy=est.split()[2], judge_share=float(np.mean(share)))
             if classic:
                 m["mgc"] = {"row": classic[0], "piece_acc": classic[1]["piece_acc"],
                             "puzzle_acc": classic[1]["puzzle_acc"]}
@@ -183,7 +207,8 @@ def main(args):
             key = f"judge {name} {args.split} {setting}: K {k}, {est}"
             shown = {a: round(b, 5) for a, b in m.items() if a in ("piece_acc", "puzzle_acc", "kendall", "exact",
                                                                   "judge_share", "target_met")}
-            print(key, shown, flush=True)
+            gains = {a: [round(x, 4) for x in b] for a, b in m.items() if "gain" in a and "puzzle_acc" not in a}
+            print(key, shown, gains, flush=True)
             save_result(key, {"group": "judge", "command": command, "train_minutes": 0.0, "metrics": m,
                               "note": args.note or ""})
     if video and args.split == "test":           # frame chaining on the same clips, named as fresh-seed-baselines
@@ -209,6 +234,10 @@ def get_parser():
     p.add_argument("--energies", nargs="+", default=list(ENERGIES), choices=ENERGIES,
                    help="the judge's energies to score (solving/judge.py; default: all)")
     p.add_argument("--batch-size", type=positive, default=50, help="puzzles sampled at once (sample.py's default)")
+    p.add_argument("--trusts", type=float, nargs="*", default=[],
+                   help="images: also the judge's pick improved by solving.search at each of these trusts")
+    p.add_argument("--cache", default=None,
+                   help="a file keeping the drawn samples: written on the first run, read (not drawn again) after")
     p.add_argument("--note", default=None, help="a note for the rows (e.g. why fewer clips)")
     return p
 

@@ -73,12 +73,18 @@ def boards_of(positions, missing, cells):
         2, positions, piece.expand_as(positions).contiguous())
 
 
-def edge_energy(content, positions, missing, grid, energy=ENERGY):
-    """Images (B, N, C, H, W): (K, B) the energy of K arrangements (K, B, N) over every shared border of two placed
-    pieces (the right column against the left, the bottom row against the top)."""
+def border_costs(content, energy=ENERGY):
+    """Images (B, N, C, H, W): (lr, tb), each (B, N, N): the cost of piece j right of piece i (the right column
+    against the left) and below it (the bottom row against the top)."""
     x = content.float()
     lr = pair_costs(lines(x[..., -1]), lines(x[..., -2]), lines(x[..., 0]), lines(x[..., 1]), energy)
-    tb = pair_costs(*(lines(x[..., i, :]) for i in (-1, -2, 0, 1)), energy)
+    return lr, pair_costs(*(lines(x[..., i, :]) for i in (-1, -2, 0, 1)), energy)
+
+
+def edge_energy(content, positions, missing, grid, energy=ENERGY):
+    """Images (B, N, C, H, W): (K, B) the energy of K arrangements (K, B, N) over every shared border of two placed
+    pieces."""
+    lr, tb = border_costs(content, energy)
     return board_energy(lr, tb, boards_of(positions, missing, grid[0] * grid[1]).unflatten(2, tuple(grid)))
 
 
