@@ -27,7 +27,7 @@ def search(positions, own, content, missing, grid, trust):
     positions, own, missing = (torch.as_tensor(x, device=content.device) for x in (positions, own, missing))
     lr, tb = border_costs(content)                                            # (B, N, N) each
     doubt = agreement(own, positions) < trust                                 # (B, N)
-    board = torch.empty_like(positions).scatter_(1, positions, torch.arange(positions.shape[1]).expand_as(positions))
+    board = positions.argsort(1)                                              # (B, cells): the piece in each cell
     pairs = torch.tensor(list(itertools.combinations(range(board.shape[1]), 2)), device=board.device)   # (M, 2)
     rows = torch.arange(board.shape[0], device=board.device)[:, None]
     while True:
@@ -44,4 +44,4 @@ def search(positions, own, content, missing, grid, trust):
         if not better.any():
             break
         board = torch.where(better[:, None], swapped[rows[:, 0], best], board)
-    return torch.empty_like(board).scatter_(1, board, torch.arange(board.shape[1]).expand_as(board))
+    return board.argsort(1)                                                   # back to each piece's cell
