@@ -96,6 +96,8 @@ def main(args):
     if getattr(puzzle, "vae", None):           # a latent video model diffuses its autoencoder's latents
         from sources.vae import load_codec
         codec = load_codec(puzzle.vae)
+    solver = argparse.Namespace(model=model, diffusion=diffusion, table=table, opts=opts, codec=codec,
+                                judge=args.judge, grid=puzzle.grid if puzzle.kind == "image" else None)
     stem = os.path.splitext(os.path.basename(args.ckpt))[0]
     mode = [f"{k}-{v}" for k, v in (("missing", args.missing), ("judge", args.judge), ("anchor", args.anchor))
             if v not in (None, "none")]
@@ -116,7 +118,7 @@ def main(args):
             pinned = jpdvt.given_codes(batch, puzzle.anchor)                    # pieces kept on their true cells
             t = time.time()
             with torch.autocast(device.type, AUTOCAST[args.precision], enabled=args.precision != "fp32"):
-                positions, content = solve(args, model, diffusion, batch, table, opts, given, pinned, codec, puzzle)
+                positions, content = solve(solver, batch, given, pinned)
             seconds += time.time() - t
             scores.append(jpdvt.score(puzzle, positions, batch))              # per puzzle
             room = min(PICTURED[puzzle.kind] - len(shown), len(positions))          # puzzles still to draw
@@ -140,21 +142,22 @@ def main(args):
     return metrics
 
 
-def solve(args, model, diffusion, batch, table, opts, given, pinned, codec, puzzle):
+def solve(s, batch, given, pinned):
     """(positions (B, N), content in pixels) of a batch: jpdvt.solve, the paper's method; with --judge classic, of the
-    samples' arrangements the one whose pieces fit best (solving/judge.py, not in the paper)."""
-    inputs = codec.encode_batch(batch) if codec else batch
-    latent = codec is not None
-    if args.judge == "none":
-        positions, content = jpdvt.solve(model, diffusion, inputs, table, opts, given, latent, pinned)
+    samples' arrangements the one whose pieces fit best (solving/judge.py, not in the paper). s holds the network and
+    its sampling: model, diffusion, table, opts, codec (a latent model's autoencoder, or None), judge, grid."""
+    inputs = s.codec.encode_batch(batch) if s.codec else batch
+    latent = s.codec is not None
+    if s.judge == "none":
+        positions, content = jpdvt.solve(s.model, s.diffusion, inputs, s.table, s.opts, given, latent, pinned)
     else:
         from solving.judge import judge
-        costs, content = jpdvt.code_costs(model, diffusion, inputs, table, opts, given, latent)
-        positions = judge(costs, batch["content"], batch["missing"], jpdvt.pinned_cells(batch, pinned), opts.assign,
-                          puzzle.grid if puzzle.kind == "image" else None)
-        if opts.samples > 1 and batch["missing"].any():    # as jpdvt.solve: the drawings follow the cells
+        costs, content = jpdvt.code_costs(s.model, s.diffusion, inputs, s.table, s.opts, given, latent)
+        positions = judge(costs, batch["content"], batch["missing"], jpdvt.pinned_cells(batch, pinned),
+                          s.opts.assign, s.grid)
+        if s.opts.samples > 1 and batch["missing"].any():    # as jpdvt.solve: the drawings follow the cells
             content = jpdvt.follow_cells(content, costs, positions, batch)
-    return positions, codec.decode(content) if codec else content
+    return positions, s.codec.decode(content) if s.codec else content
 
 
 def get_parser():
