@@ -97,7 +97,7 @@ def main(args):
         from sources.vae import load_codec
         codec = load_codec(puzzle.vae)
     solver = argparse.Namespace(model=model, diffusion=diffusion, table=table, opts=opts, codec=codec,
-                                judge=args.judge, grid=puzzle.grid if puzzle.kind == "image" else None)
+                                judge=args.judge, puzzle=puzzle)
     stem = os.path.splitext(os.path.basename(args.ckpt))[0]
     mode = [f"{k}-{v}" for k, v in (("missing", args.missing), ("judge", args.judge), ("anchor", args.anchor))
             if v not in (None, "none")]
@@ -145,7 +145,7 @@ def main(args):
 def solve(s, batch, given, pinned):
     """(positions (B, N), content in pixels) of a batch: jpdvt.solve, the paper's method; with --judge classic, of the
     samples' arrangements the one whose pieces fit best (solving/judge.py, not in the paper). s holds the network and
-    its sampling: model, diffusion, table, opts, codec (a latent model's autoencoder, or None), judge, grid."""
+    its sampling: model, diffusion, table, opts, codec (a latent model's autoencoder, or None), judge, puzzle."""
     inputs = s.codec.encode_batch(batch) if s.codec else batch
     latent = s.codec is not None
     if s.judge == "none":
@@ -154,7 +154,7 @@ def solve(s, batch, given, pinned):
         from solving.judge import judge
         costs, content = jpdvt.code_costs(s.model, s.diffusion, inputs, s.table, s.opts, given, latent)
         positions = judge(costs, batch["content"], batch["missing"], jpdvt.pinned_cells(batch, pinned),
-                          s.opts.assign, s.grid)
+                          s.opts.assign, s.puzzle)
         if s.opts.samples > 1 and batch["missing"].any():    # as jpdvt.solve: the drawings follow the cells
             content = jpdvt.follow_cells(content, costs, positions, batch)
     return positions, s.codec.decode(content) if s.codec else content

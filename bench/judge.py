@@ -30,12 +30,14 @@ import torch
 import jpdvt
 import solving
 from bench.baselines import chain_video
+from bench.clip_errors import draw_failed, error_kinds
 from bench.intervals import interval
 from bench.report import load_results, save_result
 from metrics import assign_batch, kendall_distance
 from plumbing.cli import positive
 from puzzles import collate, puzzle_set
-from solving.judge import ENERGIES, judge, pick
+from solving.borders import ENERGIES, ENERGY, cut_energy
+from solving.judge import SEARCH_PRIOR, judge, pick
 from solving.search import search
 
 
@@ -74,32 +76,38 @@ def best_candidate(cands, batch, video):
     return cands[bad.argmin(0), np.arange(cands.shape[1])]
 
 
-def estimators(p, k, method, grid, energies, video, trusts=()):
+def estimators(p, k, method, puzzle, energies, weights):
     """{name: positions (B, N)} of one pass p for the first k samples: the model alone (the ensemble's arrangement),
-    the judge per energy and the best candidate, both over the ensemble's arrangement and each sample's own."""
+    the judge's pick per energy (clips: frames blurred, and not, as before issue 83), for pictures that pick's search
+    (solving/search.py) at each prior weight, and the best candidate, over the ensemble's arrangement and each
+    sample's own."""
     costs, batch = p["costs"][:k], p["batch"]
+    video, grid = puzzle.kind == "video", None if puzzle.kind == "video" else tuple(puzzle.grid)
     if "own" not in p:                                   # each sample assigned on its own, once for every K
         p["own"] = torch.from_numpy(np.stack([assign_batch(c, method, pinned=batch["pinned"]) for c in p["costs"]]))
     ensemble = torch.from_numpy(assign_batch(costs.mean(0), method, pinned=batch["pinned"]))
     cands = torch.cat([ensemble[None], p["own"][:k]])                                               # (1 + k, B, N)
+    content, missing = batch["content"], batch["missing"]
     out = {"model alone": ensemble.numpy()}
     for e in energies:
-        out[f"judge classic {e}"] = pick(cands, batch["content"], batch["missing"], grid, e)
-        for t in trusts if grid else ():
-            out[f"judge classic {e} + search trust {t:g}"] = search(out[f"judge classic {e}"], p["own"][:k],
-                                                                    batch["content"], batch["missing"], grid, t).numpy()
+        out[f"judge classic {e}"] = pick(cands, content, missing, grid, e)
+        if video:                                        # the cut energy before issue 83: sharp frames
+            sharp = cut_energy(content, cands, missing, e, sigma=0)
+            out[f"judge classic {e}, frames not blurred"] = cands[sharp.argmin(0), torch.arange(len(sharp[0]))].numpy()
+    for w in weights if ENERGY in energies and not video else ():
+        prior = w * costs.mean(0) if w else None
+        out[f"judge classic {ENERGY} + search, prior {w:g}"] = search(cands, content, missing, batch["pinned"], grid,
+                                                             prior).numpy()
     out["best candidate"] = best_candidate(cands.numpy(), batch, video)
     return out
 
 
-def judge_share(p, k, method, grid, est, k_max):
-    """The judge's whole call (1 + k assignments and the energy, then the search if est has one) on the pass's puzzles,
-    over their sampling time for k samples (the measured K_max sampling scaled by k / K_max)."""
-    b, energy = p["batch"], est.split()[2]
+def judge_share(p, k, method, puzzle, k_max):
+    """The judge's whole call (solving.judge.judge: 1 + k assignments, then the cut energy or the search) on the
+    pass's puzzles, over their sampling time for k samples (the measured K_max sampling scaled by k / K_max)."""
+    b = p["batch"]
     t = time.time()
-    pos = judge(p["costs"][:k], b["content"], b["missing"], b["pinned"], method, grid, energy)
-    if "search" in est:
-        search(pos, p["own"][:k], b["content"], b["missing"], grid, float(est.split()[-1]))
+    judge(p["costs"][:k], b["content"], b["missing"], b["pinned"], method, puzzle)
     return (time.time() - t) / (p["seconds"] * k / k_max)
 
 
@@ -164,7 +172,8 @@ def main(args):
         changes["missing"] = args.missing
     puzzle = replace(puzzle, **changes)
     name, stored = os.path.basename(args.ckpt)[:-3], solver.opts.samples
-    grid, method = None if video else tuple(puzzle.grid), solver.opts.assign
+    method = solver.opts.assign
+    weights = args.weights if args.weights is not None else [] if video else [SEARCH_PRIOR[puzzle.gap > 0]]
     if args.cache and os.path.exists(args.cache):          # the samples drawn before, for other energies
         passes = torch.load(args.cache)
     else:
@@ -182,11 +191,14 @@ def main(args):
     threads = os.environ.get("OMP_NUM_THREADS")
     command = (f"OMP_NUM_THREADS={threads} " if threads else "") + command
     for k in ks:
-        scores = {}
+        scores, picks = {}, {}
         for p in passes:
-            for est, pos in estimators(p, k, method, grid, args.energies if k in args.ks else [], video,
-                                                   args.trusts).items():
+            for est, pos in estimators(p, k, method, puzzle, args.energies if k in args.ks else [],
+                                       weights).items():
                 scores.setdefault(est, []).append(jpdvt.score(puzzle, pos, p["batch"]))   # per puzzle
+                picks.setdefault(est, []).append(pos)
+        if video and args.picture and k == args.ks[0]:
+            draw(args.picture, passes[0]["batch"], {e: v[0] for e, v in picks.items()})
         sampling = sum(p["seconds"] for p in passes) * k / args.samples / (num * args.repeats)
         for est, runs in scores.items():
             m = {key: float(np.mean([r[key] for r in runs])) for key in runs[0]}
@@ -195,13 +207,15 @@ def main(args):
                      samples=k, sampler=solver.opts.sampler, steps=solver.opts.steps, assign=method,
                      sec_per_puzzle=sampling, stored_samples=stored)
             if est.startswith("judge"):
-                share = [judge_share(p, k, method, grid, est, args.samples) for p in passes[:2]]
-                m.update(energy=est.split()[2], judge_share=float(np.mean(share)))
+                share = [judge_share(p, k, method, puzzle, args.samples) for p in passes[:2]]
+                m.update(energy=est.split()[2].strip(","), judge_share=float(np.mean(share)))
             if classic:
                 m["mgc"] = {"row": classic[0], "piece_acc": classic[1]["piece_acc"],
                             "puzzle_acc": classic[1]["puzzle_acc"]}
             if chain:
                 m["chaining"] = chain
+                m["errors"] = error_kinds(np.concatenate(picks[est]),
+                                          np.concatenate([p["batch"]["true_pos"].numpy() for p in passes]))
             if target and (classic or video):
                 m["target"], m["target_met"] = target[0], bool(target[1](m, classic[1] if classic else None))
             key = f"judge {name} {args.split} {setting}: K {k}, {est}"
@@ -219,6 +233,16 @@ def main(args):
                      "metrics": {**chain, "num_puzzles": num}})
 
 
+def draw(path, batch, picks):
+    """The picture of a few clips that the judge before issue 83 (sharp frames) orders wrongly: the truth, the model
+    alone, that judge and the judge now (clip_errors.draw_failed)."""
+    old, new = f"judge classic {ENERGY}, frames not blurred", f"judge classic {ENERGY}"
+    if old in picks:
+        rows = {"truth": batch["true_pos"].numpy(), "model alone": picks["model alone"], "judge, sharp frames":
+                picks[old], "judge, blurred frames": picks[new]}
+        print(f"{path}: clips {draw_failed(path, batch, rows, 'judge, sharp frames')}")
+
+
 def get_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ckpt", required=True, help="a trained checkpoint (its stored sampler and steps are kept)")
@@ -234,11 +258,14 @@ def get_parser():
     p.add_argument("--energies", nargs="+", default=list(ENERGIES), choices=ENERGIES,
                    help="the judge's energies to score (solving/judge.py; default: all)")
     p.add_argument("--batch-size", type=positive, default=50, help="puzzles sampled at once (sample.py's default)")
-    p.add_argument("--trusts", type=float, nargs="*", default=[],
-                   help="images: also the judge's pick improved by solving.search at each of these trusts")
+    p.add_argument("--weights", type=float, nargs="*", default=None,
+                   help="images: the search's prior weights to score (default: the judge's, SEARCH_PRIOR for the "
+                        "puzzles' gap)")
     p.add_argument("--cache", default=None,
                    help="a file keeping the drawn samples: written on the first run, read (not drawn again) after")
     p.add_argument("--note", default=None, help="a note for the rows (e.g. why fewer clips)")
+    p.add_argument("--picture", default=None,
+                   help="clips: a PNG of a few clips the judge with sharp frames orders wrongly (first K of --ks)")
     return p
 
 

@@ -1,47 +1,84 @@
 """
 The judge's search over a picture (not in the paper): the model proposes, the border cue settles its doubts.
 
-Start from the judge's pick (solving/judge.py). A piece is in doubt when fewer than a share `trust` of the model's
-samples put it in the cell the pick gives it. Swap two pieces in doubt (two real pieces, or a real piece and a missing
-one, whose drawn content then moves) whenever the swap lowers the board's border energy the most, until no swap lowers
-it. Pieces the samples agree on never move, so the search stays near what the samples support.
+The model's samples propose arrangements (solving/judge.py's candidates: their mean's assignment and each sample's
+own). From each, swap two pieces (two real ones, or a real one and a missing one, whose drawn content moves with it)
+while a swap lowers the board's energy, the best swap first; then keep, of all the boards reached, the one of least
+energy. The energy sums Gallagher's MGC over every border of two touching cells; a border of an empty cell (a missing
+piece's) costs a low constant, the same wherever the hole lies (the classic MGC solver's rule, bench/baselines.py).
 
-    positions = search(positions, own, content, missing, grid, trust)       # (B, N) -> (B, N)
+    positions = search(candidates, content, missing, grid)       # (K, B, N) -> (B, N)
 """
 import itertools
 
 import torch
 
-from solving.judge import board_energy, border_costs
+from solving.borders import border_costs
+
+EMPTY_QUANTILE = 0.1   # an empty cell's border costs this quantile of the costs between real pieces (bench/baselines)
 
 
-def agreement(own, positions):
-    """(B, N): the share of the samples' own arrangements own (S, B, N) that put each piece in positions' (B, N)
-    cell."""
-    return (own == positions[None]).float().mean(0)
+def with_empty(cost, missing):
+    """(B, N, N) pair costs -> (B, N + 1, N + 1): index N stands for an empty cell, whose borders all cost the
+    EMPTY_QUANTILE of the costs between two distinct real pieces of the puzzle."""
+    n = cost.shape[1]
+    real = ~missing[:, :, None] & ~missing[:, None, :] & ~torch.eye(n, dtype=torch.bool, device=cost.device)
+    fill = torch.stack([torch.quantile(c[r], EMPTY_QUANTILE) if r.any() else c.new_zeros(())
+                        for c, r in zip(cost, real)])                                             # (B,)
+    out = fill[:, None, None].repeat(1, n + 1, n + 1)
+    out[:, :n, :n] = cost
+    return out
 
 
-def search(positions, own, content, missing, grid, trust):
-    """(B, N) int64: positions (B, N) improved by swaps of two pieces whose agreement with the samples' own arrangements
-    own (S, B, N) is below trust; image content (B, N, C, H, W), missing (B, N) bool, grid (rows, cols)."""
-    positions, own, missing = (torch.as_tensor(x, device=content.device) for x in (positions, own, missing))
-    lr, tb = border_costs(content)                                            # (B, N, N) each
-    doubt = agreement(own, positions) < trust                                 # (B, N)
-    board = positions.argsort(1)                                              # (B, cells): the piece in each cell
-    pairs = torch.tensor(list(itertools.combinations(range(board.shape[1]), 2)), device=board.device)   # (M, 2)
-    rows = torch.arange(board.shape[0], device=board.device)[:, None]
+class Energy:
+    """The energy of boards (K, B, cells) (the piece in each cell): the border costs summed over every border, in units
+    of an empty cell's border, plus the model's prior (B, N, cells): a weight times the samples' mean distance from
+    piece i's code to cell c's (None: borders only)."""
+
+    def __init__(self, content, missing, grid, prior=None):
+        lr, tb = (with_empty(c, missing) for c in border_costs(content))         # (B, N + 1, N + 1) each
+        unit = ((lr[:, -1, -1] + tb[:, -1, -1]) / 2).clamp(min=1e-8)[:, None, None]   # (B, 1, 1): an empty border
+        self.lr, self.tb, self.missing, self.grid, self.prior = lr / unit, tb / unit, missing, tuple(grid), prior
+
+    def __call__(self, boards):
+        b = torch.arange(boards.shape[1], device=boards.device)[None, :, None]
+        shown = torch.where(self.missing[b, boards], self.lr.shape[1] - 1, boards).unflatten(2, self.grid)
+        b = b[..., None]                                                        # (1, B, 1, 1) against (K, B, R, C)
+        e = (self.lr[b, shown[..., :, :-1], shown[..., :, 1:]].sum((2, 3)) +
+             self.tb[b, shown[..., :-1, :], shown[..., 1:, :]].sum((2, 3)))  # (K, B)
+        if self.prior is not None:
+            e = e + self.prior[b[..., 0], boards, torch.arange(boards.shape[2], device=boards.device)].sum(2)
+        return e
+
+
+def descend(boards, energy, fixed):
+    """(K, B, cells): each board (K, B, cells) after swaps of two cells, the one that lowers its energy the most each
+    time, until no swap lowers it; cells fixed (B, cells) bool (a pinned piece's) never swap."""
+    pairs = torch.tensor(list(itertools.combinations(range(boards.shape[2]), 2)), device=boards.device)   # (M, 2)
+    k, frozen = boards.shape[0], (fixed[:, pairs[:, 0]] | fixed[:, pairs[:, 1]]).T                 # (M, B)
     while True:
-        swapped = board[:, None].repeat(1, len(pairs), 1)                     # (B, M, cells): each swap applied
-        swapped[:, torch.arange(len(pairs)), pairs[:, 0]] = board[:, pairs[:, 1]]
-        swapped[:, torch.arange(len(pairs)), pairs[:, 1]] = board[:, pairs[:, 0]]
-        shown = torch.where(missing[rows[..., None], swapped], -1, swapped)   # missing pieces add no border
-        energy = board_energy(lr, tb, shown.transpose(0, 1).unflatten(2, tuple(grid)))            # (M, B)
-        now = board_energy(lr, tb, torch.where(missing[rows, board], -1, board)[None].unflatten(2, tuple(grid)))[0]
-        allowed = doubt[rows, board[:, pairs[:, 0]]] & doubt[rows, board[:, pairs[:, 1]]]         # (B, M)
-        energy = torch.where(allowed.T, energy, torch.inf)
-        best = energy.argmin(0)                                               # (B,)
-        better = energy[best, rows[:, 0]] < now - 1e-9
+        swapped = boards[:, :, None].repeat(1, 1, len(pairs), 1)                   # (K, B, M, cells): each swap done
+        swapped[..., torch.arange(len(pairs)), pairs[:, 0]] = boards[..., pairs[:, 1]]
+        swapped[..., torch.arange(len(pairs)), pairs[:, 1]] = boards[..., pairs[:, 0]]
+        flat = swapped.permute(0, 2, 1, 3).flatten(0, 1)                            # (K * M, B, cells)
+        after = energy(flat).unflatten(0, (k, len(pairs)))                     # (K, M, B)
+        after = after.masked_fill(frozen, torch.inf)
+        best = after.min(1)                                                         # (K, B) each
+        better = best.values < energy(boards) - 1e-6
         if not better.any():
-            break
-        board = torch.where(better[:, None], swapped[rows[:, 0], best], board)
-    return board.argsort(1)                                                   # back to each piece's cell
+            return boards
+        chosen = swapped.gather(2, best.indices[:, :, None, None].expand(-1, -1, 1, boards.shape[2]))[:, :, 0]
+        boards = torch.where(better[..., None], chosen, boards)
+
+
+def search(candidates, content, missing, pinned, grid, prior=None):
+    """(B, N) int64: of the candidates (K, B, N) (each piece's cell), each improved by descend, the one of least
+    energy (ties: the first); image content (B, N, C, H, W), missing (B, N) bool, pinned (B, N) long (-1, or the cell
+    a piece is kept on: it never moves), grid (rows, cols)."""
+    candidates, missing, pinned = (torch.as_tensor(x).to(content.device) for x in (candidates, missing, pinned))
+    energy = Energy(content, missing, grid, prior)
+    fixed = torch.zeros(len(pinned), candidates.shape[2] + 1, dtype=torch.bool, device=content.device)
+    fixed = fixed.scatter(1, torch.where(pinned < 0, candidates.shape[2], pinned), True)[:, :-1]   # (B, cells)
+    boards = descend(candidates.argsort(2), energy, fixed)      # (K, B, cells): the piece in each
+    best = energy(boards).argmin(0)                     # (B,)
+    return boards[best, torch.arange(len(best))].argsort(1)                     # back to each piece's cell

@@ -77,8 +77,8 @@ class Solver:
 
     def judged(self, costs, batch, pinned, opts):
         """The judge's pick (solving/judge.py) of a batch's sampled costs (S, B, N, positions)."""
-        grid = self.config.puzzle.grid if self.config.puzzle.kind == "image" else None
-        return judge(costs, batch["content"], batch["missing"], pinned_cells(batch, pinned), opts.assign, grid)
+        return judge(costs, batch["content"], batch["missing"], pinned_cells(batch, pinned), opts.assign,
+                     self.config.puzzle)
 
     def solve(self, pieces, pins=None, seed=0, judge="none", callback=None):
         """

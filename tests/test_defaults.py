@@ -14,6 +14,7 @@ import sample
 import solving
 from dit import DiT
 from plumbing.cli import UserError
+from puzzles import ImageConfig, VideoConfig
 from solving.judge import judge
 
 
@@ -28,8 +29,8 @@ def test_the_judge_refuses_image_pieces_without_their_grid():
     costs = torch.rand(2, 1, 4, 4)                                       # (S, B, N, P)
     content, missing, pinned = torch.rand(1, 4, 3, 8, 8), torch.zeros(1, 4, dtype=bool), torch.full((1, 4), -1)
     with pytest.raises(ValueError, match="needs the grid"):
-        judge(costs, content, missing, pinned, "hungarian")              # images read as clips: refused
-    assert sorted(judge(costs, content, missing, pinned, "hungarian", (2, 2))[0]) == [0, 1, 2, 3]
+        judge(costs, content, missing, pinned, "hungarian", VideoConfig())   # images read as clips: refused
+    assert sorted(judge(costs, content, missing, pinned, "hungarian", ImageConfig(grid=(2, 2)))[0]) == [0, 1, 2, 3]
 
 
 def test_anchored_scoring_of_a_model_trained_without_an_anchor_tells_the_network_nothing(monkeypatch, tmp_path):

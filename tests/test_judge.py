@@ -1,12 +1,15 @@
-"""The judge over samples (puzzles.judge): a solved picture or clip has a lower energy than a shuffled one, and the pick
+"""The judge over samples (solving/judge.py, solving/borders.py): a solved picture or clip has a lower energy than a shuffled one, and the pick
 returns the candidate that fits, with missing pieces left out and told pieces kept on their cells."""
 import numpy as np
 import pytest
 import torch
 
-from solving.judge import ENERGIES, candidates, cut_energy, edge_energy, judge
+from puzzles import ImageConfig, VideoConfig
+from solving.borders import ENERGIES, cut_energy, edge_energy
+from solving.judge import candidates, judge
 
 GRID, PIECE = (3, 3), 8
+IMAGES, CLIPS = ImageConfig(grid=GRID), VideoConfig()
 
 
 def smooth_picture(seed, height=GRID[0] * PIECE, width=GRID[1] * PIECE):
@@ -72,7 +75,7 @@ def test_the_one_right_sample_beats_a_wrong_ensemble():
     costs = one_hot_costs(bad, truth[0], bad, n=9)           # two samples agree on a wrong answer: so does their mean
     missing, pinned = torch.zeros(1, 9, dtype=torch.bool), torch.full((1, 9), -1)
     assert (candidates(costs, pinned, "hungarian")[0, 0] == bad).all()
-    assert (judge(costs, content, missing, pinned, "hungarian", GRID) == truth.numpy()).all()
+    assert (judge(costs, content, missing, pinned, "hungarian", IMAGES) == truth.numpy()).all()
 
 
 def test_the_right_clip_order_is_picked():
@@ -81,7 +84,7 @@ def test_the_right_clip_order_is_picked():
     costs = one_hot_costs(bad, truth[0], bad, wrong(bad, 3), n=6)
     missing, pinned = torch.zeros(1, 6, dtype=torch.bool), torch.tensor([[0, -1, -1, -1, -1, -1]])
     assert (candidates(costs, pinned, "greedy")[0, 0] == bad).all()
-    assert (judge(costs, content, missing, pinned, "greedy") == truth.numpy()).all()
+    assert (judge(costs, content, missing, pinned, "greedy", CLIPS) == truth.numpy()).all()
 
 
 def test_missing_pieces_are_left_out_of_the_energy():
@@ -94,7 +97,7 @@ def test_missing_pieces_are_left_out_of_the_energy():
     noisy[0, 2] = torch.randn(3, PIECE, PIECE) * 5           # a missing piece's content counts for nothing
     assert torch.allclose(before, edge_energy(noisy, arrangements, missing, GRID))
     costs = one_hot_costs(wrong(truth[0], 5), truth[0], wrong(truth[0], 5), n=9)
-    assert (judge(costs, noisy, missing, torch.full((1, 9), -1), "hungarian", GRID) == truth.numpy()).all()
+    assert (judge(costs, noisy, missing, torch.full((1, 9), -1), "hungarian", IMAGES) == truth.numpy()).all()
 
 
 def test_a_told_piece_keeps_its_cell_in_every_candidate():
@@ -104,7 +107,7 @@ def test_a_told_piece_keeps_its_cell_in_every_candidate():
     pinned = torch.full((1, 9), -1)
     pinned[0, 0] = truth[0, 0]
     assert (candidates(costs, pinned, "hungarian")[:, 0, 0] == truth[0, 0]).all()
-    out = judge(costs, content, torch.zeros(1, 9, dtype=torch.bool), pinned, "hungarian", GRID)
+    out = judge(costs, content, torch.zeros(1, 9, dtype=torch.bool), pinned, "hungarian", IMAGES)
     assert out[0, 0] == truth[0, 0] and sorted(out[0]) == list(range(9))
 
 
@@ -112,5 +115,5 @@ def test_ties_keep_the_ensemble():
     flat = torch.zeros(1, 9, 3, PIECE, PIECE)                 # every arrangement of a flat picture fits as well
     truth = torch.arange(9)
     costs = one_hot_costs(truth, truth, truth.roll(1), n=9)
-    out = judge(costs, flat, torch.zeros(1, 9, dtype=torch.bool), torch.full((1, 9), -1), "hungarian", GRID)
+    out = judge(costs, flat, torch.zeros(1, 9, dtype=torch.bool), torch.full((1, 9), -1), "hungarian", IMAGES)
     assert (out == truth.numpy()).all()
