@@ -71,4 +71,4 @@ def draw_failed(path, batch, picks, wrong_in, limit=4):
         blocks.append(np.asarray(titled(panel, [(title, 0, panel.width)])) / 255.0)
     if blocks:
         save_png(path, stack(blocks, axis=0, gap=10), min_width=2 * blocks[0].shape[1])
-    return list(bad)
+    return [int(b) for b in bad]

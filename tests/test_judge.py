@@ -1,5 +1,6 @@
-"""The judge over samples (solving/judge.py, solving/borders.py): a solved picture or clip has a lower energy than a shuffled one, and the pick
-returns the candidate that fits, with missing pieces left out and told pieces kept on their cells."""
+"""The judge over samples (solving/judge.py, solving/borders.py): a solved picture or clip has a lower energy than a
+shuffled one, and the pick returns the candidate that fits, with missing pieces left out and told pieces kept on their
+cells."""
 import numpy as np
 import pytest
 import torch
