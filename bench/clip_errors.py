@@ -17,7 +17,8 @@ KINDS = ("adjacent swap", "swap", "reversed run", "one piece moved", "other")
 
 
 def error_kind(order):
-    """The class of a wrong order (the true slot of the piece in each slot, (N,)), or None if it is right."""
+    """The class of a wrong order (the true slot of the piece in each slot, (N,)), or None if it is right. A run of
+    three reversed keeps its middle piece in place: it counts as a swap."""
     o, n = list(order), len(order)
     wrong = [i for i in range(n) if o[i] != i]
     if not wrong:

@@ -1,22 +1,25 @@
 """
-The judge over samples (solving/judge.py, `sample.py --judge classic`; issue 78) on a checkpoint's puzzles: they are
-solved ONCE with --samples K_max samples each (its stored sampler and steps, the noise of sample.py: pass r seeded
---seed + r), and from the same samples, for each K of --ks (the first K samples, exactly what a K-sample solve draws),
-three estimators are scored on the same candidates, the ensemble's arrangement (the assignment of the K samples' mean
-cost) and each sample's own arrangement:
+The judge over samples (solving/judge.py, `sample.py --judge classic`; issues 78 and 83) on a checkpoint's puzzles:
+they are solved ONCE with --samples K_max samples each (its stored sampler and steps, the noise of sample.py: pass r
+seeded --seed + r), and from the same samples, for each K of --ks (the first K samples, exactly what a K-sample solve
+draws), these rows are scored on the same candidates, the ensemble's arrangement (the assignment of the K samples'
+mean cost) and each sample's own arrangement:
 - the model alone: the ensemble's arrangement (the paper's method with K samples, jpdvt.arrange);
-- the judge (rows `judge classic ENERGY`): of the candidates, the one of least energy (solving.judge.ENERGIES, each of
-  --energies);
-- the best candidate: of the same candidates, the one nearest the true answer (what a perfect judge would reach; not
-  the best of the K samples alone, since the ensemble's arrangement is a candidate too). Rows written before the
-  judge's option was renamed call these `judge edges ENERGY` and `oracle`.
+- the pick (rows `judge classic ENERGY`): of the candidates, the one of least energy (solving.borders.ENERGIES, each
+  of --energies); for clips this is the judge, and rows `..., frames not blurred` score the cut energy before issue 83;
+- pictures, the judge (rows `judge classic mgc + search, prior W`): solving.search from every candidate, the model's
+  costs weighted by W (each of --weights; default the judge's own, solving.judge.PRIOR_WEIGHT);
+- the best candidate: of the same candidates, the one nearest the true answer (what a perfect pick could reach; the
+  search can pass it, since it reaches boards no sample proposed). Rows written before the judge's option was
+  renamed call these `judge edges ENERGY` and `oracle`.
 Image puzzles sit on the puzzles of the classic solvers' rows (`python -m bench baselines[-val]`: seeds 1..8, as
-`--seed 1 --repeats 8`), whose MGC figures each row names; video rows add frame chaining on the same clips. The judge's
-time is measured as a share of the sampling time of the same K. Rows: group "judge" in bench/results.json.
+`--seed 1 --repeats 8`), whose MGC figures each row names; video rows add frame chaining on the same clips and the
+kinds of the wrong orders (bench/clip_errors.py). The judge's own row carries its time as a share of the sampling time
+of the same K. Rows: group "judge" in bench/results.json.
 
     python -m bench.judge --ckpt checkpoints/image-photos-3x3-missing.pt --split val --missing 1 --seed 1 --repeats 8 \\
-        --data-dir ../shared/data/photos --samples 16 --ks 4 8 16               # choose K and the energy on val
-    python -m bench.judge ... --split test --ks 8 --energies mgc                # then test once, with that choice
+        --data-dir ../shared/data/photos --samples 16 --ks 4 8 16 --weights 0 4          # choose on val
+    python -m bench.judge ... --split test --ks 16 --energies mgc                       # then test once, that choice
 """
 import argparse
 import os
@@ -37,7 +40,7 @@ from metrics import assign_batch, kendall_distance
 from plumbing.cli import positive
 from puzzles import collate, puzzle_set
 from solving.borders import ENERGIES, ENERGY, cut_energy
-from solving.judge import SEARCH_PRIOR, judge, pick
+from solving.judge import PRIOR_WEIGHT, judge, pick
 from solving.search import search
 
 
@@ -78,9 +81,9 @@ def best_candidate(cands, batch, video):
 
 def estimators(p, k, method, puzzle, energies, weights):
     """{name: positions (B, N)} of one pass p for the first k samples: the model alone (the ensemble's arrangement),
-    the judge's pick per energy (clips: frames blurred, and not, as before issue 83), for pictures that pick's search
-    (solving/search.py) at each prior weight, and the best candidate, over the ensemble's arrangement and each
-    sample's own."""
+    the pick per energy (clips: frames blurred, and not, as before issue 83), for pictures the search from every
+    candidate (solving/search.py) at each prior weight, and the best candidate, over the ensemble's arrangement and
+    each sample's own."""
     costs, batch = p["costs"][:k], p["batch"]
     video, grid = puzzle.kind == "video", None if puzzle.kind == "video" else tuple(puzzle.grid)
     if "own" not in p:                                   # each sample assigned on its own, once for every K
@@ -173,7 +176,9 @@ def main(args):
     puzzle = replace(puzzle, **changes)
     name, stored = os.path.basename(args.ckpt)[:-3], solver.opts.samples
     method = solver.opts.assign
-    weights = args.weights if args.weights is not None else [] if video else [SEARCH_PRIOR[puzzle.gap > 0]]
+    weights = args.weights if args.weights is not None else [] if video else [PRIOR_WEIGHT[puzzle.gap > 0]]
+    shipped = (f"judge classic {ENERGY}" if video else         # the row of what `--judge classic` does
+               f"judge classic {ENERGY} + search, prior {PRIOR_WEIGHT[puzzle.gap > 0]:g}")
     if args.cache and os.path.exists(args.cache):          # the samples drawn before, for other energies
         passes = torch.load(args.cache)
     else:
@@ -207,8 +212,10 @@ def main(args):
                      samples=k, sampler=solver.opts.sampler, steps=solver.opts.steps, assign=method,
                      sec_per_puzzle=sampling, stored_samples=stored)
             if est.startswith("judge"):
+                m["energy"] = est.split()[2].strip(",")
+            if est == shipped:                           # the judge's own call, timed
                 share = [judge_share(p, k, method, puzzle, args.samples) for p in passes[:2]]
-                m.update(energy=est.split()[2].strip(","), judge_share=float(np.mean(share)))
+                m["judge_share"] = float(np.mean(share))
             if classic:
                 m["mgc"] = {"row": classic[0], "piece_acc": classic[1]["piece_acc"],
                             "puzzle_acc": classic[1]["puzzle_acc"]}
@@ -259,7 +266,7 @@ def get_parser():
                    help="the judge's energies to score (solving/judge.py; default: all)")
     p.add_argument("--batch-size", type=positive, default=50, help="puzzles sampled at once (sample.py's default)")
     p.add_argument("--weights", type=float, nargs="*", default=None,
-                   help="images: the search's prior weights to score (default: the judge's, SEARCH_PRIOR for the "
+                   help="images: the search's prior weights to score (default: the judge's, PRIOR_WEIGHT for the "
                         "puzzles' gap)")
     p.add_argument("--cache", default=None,
                    help="a file keeping the drawn samples: written on the first run, read (not drawn again) after")

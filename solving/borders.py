@@ -83,9 +83,9 @@ def edge_energy(content, positions, missing, grid, energy=ENERGY):
 def cut_energy(content, positions, missing, energy=ENERGY, sigma=CLIP_BLUR):
     """Videos (B, N, F, C, H, W): (K, B) the energy of K orders (K, B, N) over each cut between consecutive placed
     pieces (the last frame of one against the first of the next), the frames blurred by sigma px (0: not blurred)."""
-    x = blur(content.float(), sigma) if sigma else content.float()
-    f = x.shape[2]                             # one-frame pieces: the inner frame is the edge frame itself
-    cut = pair_costs(*(lines(x[:, :, i]) for i in (-1, max(-2, -f), 0, min(1, f - 1))), energy)
+    x, f = content.float(), content.shape[2]    # one-frame pieces: the inner frame is the edge frame itself
+    frames = [x[:, :, i] for i in (-1, max(-2, -f), 0, min(1, f - 1))]          # (B, N, C, H, W) each
+    cut = pair_costs(*(lines(blur(y, sigma) if sigma else y) for y in frames), energy)
     return board_energy(cut, None, boards_of(positions, missing, missing.shape[1])[:, :, None])
 
 

@@ -24,7 +24,8 @@ JUDGES = {"none": "the samples' mean distance decides the assignment (the paper'
           "classic": "of the samples' arrangements (each sample's and their mean's), keep the one whose pieces fit "
                      "best across their cuts (clips) or, improved by swaps, their borders (images: Gallagher's MGC); "
                      "not in the paper"}
-SEARCH_PRIOR = {False: 0.0, True: 4.0}   # the model's weight in a picture's search, without and with gaps (val)
+PRIOR_WEIGHT = {False: 0.0, True: 4.0}   # the model's costs' weight in a picture's search, keyed by "the puzzles have
+# gaps" (chosen on val on 3x3 photos with 0 to 3 missing, bench/notes.md)
 
 
 def candidates(costs, pinned, method):
@@ -54,14 +55,16 @@ def pick(cands, content, missing, grid=None, energy=ENERGY):
 def judge(costs, content, missing, pinned, method, puzzle):
     """The judge over samples: positions (B, N) int64 numpy. Clips: the order of least cut energy among the ensemble's
     and each sample's. Pictures: the board of least energy that swaps reach from each of them (solving/search.py),
-    the model's costs weighted in by SEARCH_PRIOR. costs (S, B, N, P), content (B, N, ...), missing (B, N) bool, pinned
+    the model's costs weighted in by PRIOR_WEIGHT. costs (S, B, N, P), content (B, N, ...), missing (B, N) bool, pinned
     (B, N) long: -1 or a told cell; method: metrics.assign_batch's; puzzle: the pieces' ImageConfig (its grid and gap)
-    or VideoConfig."""
+    or VideoConfig. Always in fp32, even inside autocast (fp16 would overflow the energies)."""
     grid = tuple(puzzle.grid) if puzzle.kind == "image" else None
     check_grid(content, grid)
-    cands = candidates(costs, pinned, method)
-    if grid is None:
-        return pick(cands, content, missing) if len(costs) > 1 else cands[0].numpy()
-    weight = SEARCH_PRIOR[puzzle.gap > 0]
-    prior = weight * costs.mean(0).float().to(content.device) if weight else None
-    return search(cands, content, missing, pinned, grid, prior).cpu().numpy()
+    costs, content = costs.float(), content.float()
+    with torch.autocast(content.device.type, enabled=False):
+        cands = candidates(costs, pinned, method)
+        if grid is None:
+            return pick(cands, content, missing) if len(costs) > 1 else cands[0].numpy()
+        weight = PRIOR_WEIGHT[puzzle.gap > 0]
+        prior = weight * costs.mean(0).to(content.device) if weight else None
+        return search(cands, content, missing, pinned, grid, prior).cpu().numpy()

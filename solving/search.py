@@ -5,9 +5,10 @@ The model's samples propose arrangements (solving/judge.py's candidates: their m
 own). From each, swap two pieces (two real ones, or a real one and a missing one, whose drawn content moves with it)
 while a swap lowers the board's energy, the best swap first; then keep, of all the boards reached, the one of least
 energy. The energy sums Gallagher's MGC over every border of two touching cells; a border of an empty cell (a missing
-piece's) costs a low constant, the same wherever the hole lies (the classic MGC solver's rule, bench/baselines.py).
+piece's) costs a low constant of the puzzle, near a good match's cost (the classic MGC solver's rule,
+bench/baselines.py). Where gaps erode the borders, the model's own costs are added (solving/judge.py, PRIOR_WEIGHT).
 
-    positions = search(candidates, content, missing, grid)       # (K, B, N) -> (B, N)
+    positions = search(candidates, content, missing, pinned, grid, prior)       # (K, B, N) -> (B, N)
 """
 import itertools
 
@@ -18,27 +19,44 @@ from solving.borders import border_costs
 EMPTY_QUANTILE = 0.1   # an empty cell's border costs this quantile of the costs between real pieces (bench/baselines)
 
 
+def real_pairs(missing):
+    """(B, N, N) bool: the pairs of two distinct pieces with content."""
+    eye = torch.eye(missing.shape[1], dtype=torch.bool, device=missing.device)
+    return ~missing[:, :, None] & ~missing[:, None, :] & ~eye
+
+
+def quantiles(cost, keep, q):
+    """(B,): the q-quantile of each puzzle's costs (B, N, N) where keep (B, N, N) is true (0 where it never is)."""
+    return torch.stack([torch.quantile(c[k], q) if k.any() else c.new_zeros(()) for c, k in zip(cost, keep)])
+
+
 def with_empty(cost, missing):
-    """(B, N, N) pair costs -> (B, N + 1, N + 1): index N stands for an empty cell, whose borders all cost the
+    """(B, N, N) pair costs -> (B, N + 1, N + 1): index N stands for an empty cell, each of whose borders costs the
     EMPTY_QUANTILE of the costs between two distinct real pieces of the puzzle."""
-    n = cost.shape[1]
-    real = ~missing[:, :, None] & ~missing[:, None, :] & ~torch.eye(n, dtype=torch.bool, device=cost.device)
-    fill = torch.stack([torch.quantile(c[r], EMPTY_QUANTILE) if r.any() else c.new_zeros(())
-                        for c, r in zip(cost, real)])                                             # (B,)
+    n, fill = cost.shape[1], quantiles(cost, real_pairs(missing), EMPTY_QUANTILE)                 # fill: (B,)
     out = fill[:, None, None].repeat(1, n + 1, n + 1)
     out[:, :n, :n] = cost
     return out
 
 
+def unit(lr, tb, missing):
+    """(B, 1, 1): a puzzle's unit of border cost: the EMPTY_QUANTILE of its positive costs between real pieces, the
+    mean over both directions (positive: flat pieces match at cost 0, which would make the unit 0); 1 if none."""
+    low = [quantiles(c, real_pairs(missing) & (c > 0), EMPTY_QUANTILE) for c in (lr, tb)]
+    u = (low[0] + low[1]) / 2
+    return torch.where(u > 0, u, torch.ones_like(u))[:, None, None]
+
+
 class Energy:
-    """The energy of boards (K, B, cells) (the piece in each cell): the border costs summed over every border, in units
-    of an empty cell's border, plus the model's prior (B, N, cells): a weight times the samples' mean distance from
-    piece i's code to cell c's (None: borders only)."""
+    """The energy of boards (K, B, cells) (the piece in each cell): the border costs summed over every border, in the
+    puzzle's unit (unit), plus the model's prior (B, N, cells), in the model's own distance: a weight times the
+    samples' mean distance from piece i's code to cell c's (None: borders only)."""
 
     def __init__(self, content, missing, grid, prior=None):
-        lr, tb = (with_empty(c, missing) for c in border_costs(content))         # (B, N + 1, N + 1) each
-        unit = ((lr[:, -1, -1] + tb[:, -1, -1]) / 2).clamp(min=1e-8)[:, None, None]   # (B, 1, 1): an empty border
-        self.lr, self.tb, self.missing, self.grid, self.prior = lr / unit, tb / unit, missing, tuple(grid), prior
+        lr, tb = border_costs(content.float())                                    # (B, N, N) each
+        u = unit(lr, tb, missing)                                                  # (B, 1, 1)
+        lr, tb = with_empty(lr, missing) / u, with_empty(tb, missing) / u         # (B, N + 1, N + 1) each
+        self.lr, self.tb, self.missing, self.grid, self.prior = lr, tb, missing, tuple(grid), prior
 
     def __call__(self, boards):
         b = torch.arange(boards.shape[1], device=boards.device)[None, :, None]
@@ -54,14 +72,16 @@ class Energy:
 def descend(boards, energy, fixed):
     """(K, B, cells): each board (K, B, cells) after swaps of two cells, the one that lowers its energy the most each
     time, until no swap lowers it; cells fixed (B, cells) bool (a pinned piece's) never swap."""
-    pairs = torch.tensor(list(itertools.combinations(range(boards.shape[2]), 2)), device=boards.device)   # (M, 2)
+    pairs = torch.tensor(list(itertools.combinations(range(boards.shape[2]), 2)), device=boards.device).reshape(-1, 2)
+    if not len(pairs):                                                              # a single cell: nothing to swap
+        return boards
     k, frozen = boards.shape[0], (fixed[:, pairs[:, 0]] | fixed[:, pairs[:, 1]]).T                 # (M, B)
     while True:
         swapped = boards[:, :, None].repeat(1, 1, len(pairs), 1)                   # (K, B, M, cells): each swap done
         swapped[..., torch.arange(len(pairs)), pairs[:, 0]] = boards[..., pairs[:, 1]]
         swapped[..., torch.arange(len(pairs)), pairs[:, 1]] = boards[..., pairs[:, 0]]
         flat = swapped.permute(0, 2, 1, 3).flatten(0, 1)                            # (K * M, B, cells)
-        after = energy(flat).unflatten(0, (k, len(pairs)))                     # (K, M, B)
+        after = energy(flat).unflatten(0, (k, len(pairs)))                          # (K, M, B)
         after = after.masked_fill(frozen, torch.inf)
         best = after.min(1)                                                         # (K, B) each
         better = best.values < energy(boards) - 1e-6
@@ -79,6 +99,6 @@ def search(candidates, content, missing, pinned, grid, prior=None):
     energy = Energy(content, missing, grid, prior)
     fixed = torch.zeros(len(pinned), candidates.shape[2] + 1, dtype=torch.bool, device=content.device)
     fixed = fixed.scatter(1, torch.where(pinned < 0, candidates.shape[2], pinned), True)[:, :-1]   # (B, cells)
-    boards = descend(candidates.argsort(2), energy, fixed)      # (K, B, cells): the piece in each
-    best = energy(boards).argmin(0)                     # (B,)
+    boards = torch.stack([descend(c[None], energy, fixed)[0] for c in candidates.argsort(2)])   # (K, B, cells)
+    best = energy(boards).argmin(0)                                             # (B,)
     return boards[best, torch.arange(len(best))].argsort(1)                     # back to each piece's cell

@@ -7,6 +7,7 @@ import shlex
 import sys
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -176,3 +177,17 @@ def test_training_minutes_count_a_resumed_run_from_its_resume_step(tmp_path, ima
     flags = [str(v) for f in RESUMABLE for v in (f, values[f])]
     config, _ = resume(train_image.get_parser().parse_args(["--resume", str(image_ckpt), *flags]), kind="image")
     assert (config.train.max_steps, config.train.ckpt_every, config.train.eval_every) == (9, 9, 0)
+
+
+def test_clip_errors_are_classed():
+    from bench.clip_errors import error_kind, error_kinds
+    assert error_kind([0, 1, 2, 3, 4, 5]) is None
+    assert error_kind([0, 2, 1, 3, 4, 5]) == "adjacent swap"
+    assert error_kind([0, 4, 2, 3, 1, 5]) == "swap"
+    assert error_kind([0, 4, 3, 2, 1, 5]) == "reversed run"
+    assert error_kind([0, 2, 3, 4, 1, 5]) == "one piece moved"
+    assert error_kind([0, 2, 1, 4, 3, 5]) == "other"
+    true = np.tile(np.arange(6), (2, 1))
+    pred = np.array([[0, 2, 1, 3, 4, 5], [0, 1, 2, 3, 4, 5]])               # positions: slot of each piece
+    assert error_kinds(pred, true) == {"adjacent swap": 1, "swap": 0, "reversed run": 0, "one piece moved": 0,
+                                       "other": 0}

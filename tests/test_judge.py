@@ -118,3 +118,32 @@ def test_ties_keep_the_ensemble():
     costs = one_hot_costs(truth, truth, truth.roll(1), n=9)
     out = judge(costs, flat, torch.zeros(1, 9, dtype=torch.bool), torch.full((1, 9), -1), "hungarian", IMAGES)
     assert (out == truth.numpy()).all()
+
+
+def test_the_model_s_costs_weigh_in_only_where_gaps_erode_the_borders(monkeypatch):
+    import solving.judge
+    seen = []
+    monkeypatch.setattr(solving.judge, "search", lambda *a: seen.append(a[-1]) or torch.as_tensor(a[0][0]))
+    content, truth = image_puzzle(7)
+    costs = one_hot_costs(truth[0], wrong(truth[0], 2), n=9)
+    missing, pinned = torch.zeros(1, 9, dtype=torch.bool), torch.full((1, 9), -1)
+    judge(costs, content, missing, pinned, "hungarian", IMAGES)
+    judge(costs, content, missing, pinned, "hungarian", ImageConfig(grid=GRID, gap=8))
+    assert seen[0] is None
+    weight = solving.judge.PRIOR_WEIGHT[True]
+    assert weight > 0 and torch.allclose(seen[1], weight * costs.mean(0))
+
+
+def test_the_judge_leaves_autocast_and_works_in_fp32(monkeypatch):
+    """sample.py --precision bf16/fp16 runs the judge inside autocast: its energies must not round (bf16) or overflow
+    (fp16), so the judge turns autocast off and scores fp32 content."""
+    import solving.judge
+    seen = []
+    monkeypatch.setattr(solving.judge, "pick", lambda cands, content, missing: seen.append(
+        (torch.is_autocast_enabled("cpu"), content.dtype)) or cands[0].numpy())
+    content, truth = clip_puzzle(4)
+    costs = one_hot_costs(truth[0], wrong(truth[0], 1), n=6)
+    missing, pinned = torch.zeros(1, 6, dtype=torch.bool), torch.tensor([[0, -1, -1, -1, -1, -1]])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        judge(costs.bfloat16(), content.bfloat16(), missing, pinned, "hungarian", CLIPS)
+    assert seen == [(False, torch.float32)]

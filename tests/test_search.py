@@ -2,7 +2,9 @@
 energy wins; pinned pieces stay, holes move with their drawn piece, and the model's prior can outweigh the borders."""
 import torch
 
-from solving.search import Energy, search
+import solving.search
+from solving.borders import border_costs
+from solving.search import Energy, search, unit
 
 GRID = (3, 3)
 
@@ -31,12 +33,29 @@ def test_swaps_lead_a_wrong_start_back_to_the_picture():
     assert torch.equal(out, torch.arange(9)[None])
 
 
-def test_the_board_of_least_energy_wins_among_the_starts():
+def test_the_board_of_least_energy_wins_among_the_starts(monkeypatch):
     content = smooth_pieces()
     energy = Energy(content, NONE_MISSING, GRID)
     right, wrong = torch.arange(9)[None], swapped((1, 5))
     assert energy(right.argsort(1)[None]) < energy(wrong.argsort(1)[None])
-    assert torch.equal(search(torch.stack([wrong, right]), content, NONE_MISSING, NONE_PINNED, GRID), right)
+    monkeypatch.setattr(solving.search, "descend", lambda boards, energy, fixed: boards)     # no swaps: the pick alone
+    for starts in ([wrong, right], [right, wrong]):
+        assert torch.equal(search(torch.stack(starts), content, NONE_MISSING, NONE_PINNED, GRID), right)
+
+
+def test_swaps_work_on_a_grid_that_is_not_square():
+    content = smooth_pieces()[:, :6]                                          # the top two rows: a 2 x 3 picture
+    start = torch.tensor([[5, 1, 2, 3, 4, 0]])                                # pieces 0 and 5 exchanged
+    out = search(start[None], content, torch.zeros(1, 6, dtype=torch.bool), torch.full((1, 6), -1), (2, 3))
+    assert torch.equal(out, torch.arange(6)[None])
+
+
+def test_flat_pieces_do_not_collapse_the_unit_of_border_cost():
+    content = smooth_pieces()
+    flat = content.clone()
+    flat[0, :4] = -1                                                          # four black pieces: their pairs cost 0
+    units = [unit(*border_costs(c), NONE_MISSING).item() for c in (content, flat)]
+    assert 0.1 < units[1] / units[0] < 10, units
 
 
 def test_a_pinned_piece_never_moves():
