@@ -23,6 +23,7 @@ of the same K. Rows: group "judge" in bench/results.json.
 """
 import argparse
 import os
+import shlex
 import sys
 import time
 from dataclasses import replace
@@ -192,7 +193,7 @@ def main(args):
     classic = None if video else baseline(args.ckpt, puzzle, args)
     chain = chaining(passes) if video else None
     target = TARGETS.get((name, puzzle.missing))
-    command = "python -m bench.judge " + " ".join(sys.argv[1:])
+    command = "python -m bench.judge " + shlex.join(sys.argv[1:])
     threads = os.environ.get("OMP_NUM_THREADS")
     command = (f"OMP_NUM_THREADS={threads} " if threads else "") + command
     for k in ks:

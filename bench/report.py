@@ -135,7 +135,7 @@ def table(rows, first, recipes=False, own_commands=False):
     its first line; with own_commands, each row's command (the hand-run rows)."""
     shown = {k: values(v["metrics"]) for k, v in rows.items()}
     cols = [c for c in KEYS + ["piece ECE", "puzzle ECE"] if any(c in s for s in shown.values())]
-    trained = any(v["train_minutes"] for v in rows.values())
+    trained = any(v.get("train_minutes") for v in rows.values())       # rows that only score have none
     counted = any("num_puzzles" in v["metrics"] for v in rows.values())
     machines = {short_machine(v) for v in rows.values()}
     one = machines.pop() if len(machines) == 1 else None             # then said once, under the table
@@ -150,7 +150,7 @@ def table(rows, first, recipes=False, own_commands=False):
         cells = [c.strip() for c in cells] + [shown[key].get(c, "") for c in cols]
         cells += [str(m.get("num_puzzles", "-"))] * counted
         cells += ([""] * (trained + (one is None)) if again else
-                  [minutes(v["train_minutes"])] * trained + [short_machine(v)] * (one is None))
+                  [minutes(v.get("train_minutes", 0))] * trained + [short_machine(v)] * (one is None))
         cells += [shown_command(v)] * own_commands
         lines.append("| " + " | ".join(cells) + " |")
         previous = name
