@@ -8,7 +8,8 @@ mean cost) and each sample's own arrangement:
 - the pick (rows `judge classic ENERGY`): of the candidates, the one of least energy (solving.borders.ENERGIES, each
   of --energies); for clips this is the judge, and rows `..., frames not blurred` score the cut energy before issue 83;
 - pictures, the judge (rows `judge classic mgc + search, prior W`): solving.search from every candidate, the model's
-  costs weighted by W (each of --weights; default the judge's own, solving.judge.PRIOR_WEIGHT);
+  costs weighted by W (each of --weights; default the judge's own, solving.judge.PRIOR_WEIGHT), and the search from
+  the pick alone (rows `... + search from the pick, prior W`, the alternative val did not choose);
 - the best candidate: of the same candidates, the one nearest the true answer (what a perfect pick could reach; the
   search can pass it, since it reaches boards no sample proposed). Rows written before the judge's option was
   renamed call these `judge edges ENERGY` and `oracle`.
@@ -102,6 +103,9 @@ def estimators(p, k, method, puzzle, energies, weights):
         prior = w * costs.mean(0) if w else None
         out[f"judge classic {ENERGY} + search, prior {w:g}"] = search(cands, content, missing, batch["pinned"], grid,
                                                              prior).numpy()
+        start = torch.as_tensor(out[f"judge classic {ENERGY}"])[None]          # the alternative: one start, the pick
+        out[f"judge classic {ENERGY} + search from the pick, prior {w:g}"] = search(start, content, missing,
+                                                                           batch["pinned"], grid, prior).numpy()
     out["best candidate"] = best_candidate(cands.numpy(), batch, video)
     return out
 
