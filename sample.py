@@ -144,8 +144,9 @@ def main(args):
 
 def solve(s, batch, given, pinned):
     """(positions (B, N), content in pixels) of a batch: jpdvt.solve, the paper's method; with --judge classic, the
-    samples' arrangement whose pieces fit best, pictures' improved by swaps (solving/judge.py, not in the paper). s holds the network and
-    its sampling: model, diffusion, table, opts, codec (a latent model's autoencoder, or None), judge, puzzle."""
+    samples' arrangement whose pieces fit best, pictures' improved by swaps (solving/judge.py, not in the paper). s
+    holds the network and its sampling: model, diffusion, table, opts, codec (a latent model's autoencoder, or None),
+    judge, puzzle."""
     inputs = s.codec.encode_batch(batch) if s.codec else batch
     latent = s.codec is not None
     if s.judge == "none":

@@ -1,7 +1,8 @@
 """
 The judge (not in the paper): of the arrangements the model samples, keep the one whose pieces fit best by a classic
-cue (pictures: after swaps that make it fit better). `sample.py --judge classic`, `python -m solving.own --judge classic` and `solver.solve(pieces, judge="classic")`
-ask for it; without it, the paper's assignment decides (jpdvt.solve).
+cue (pictures: after swaps that make it fit better). `sample.py --judge classic`, `python -m solving.own --judge
+classic` and `solver.solve(pieces, judge="classic")` ask for it; without it, the paper's assignment decides
+(jpdvt.solve).
 
 The candidates come from the model only: the assignment of the samples' mean cost (the ensemble, jpdvt.arrange, which
 wins ties) and each sample assigned on its own. Each is scored by an energy across the cuts between consecutive pieces
