@@ -226,3 +226,21 @@ def test_a_pin_on_a_model_trained_without_an_anchor_holds_in_the_assignment_only
     pieces = [np.random.default_rng(k).integers(0, 255, (16, 16, 3), dtype=np.uint8) for k in range(9)]
     assert solver.solve(pieces, pins={4: (2, 1)}).positions[4].tolist() == [2, 1]
     assert told and not any(told)
+
+
+def test_the_judge_settles_a_bag_the_samples_all_get_wrong(monkeypatch):
+    """solve(pieces, judge="classic"): every sample swaps two pieces of a smooth picture; the paper's assignment keeps
+    the swap, the judge's search undoes it because the borders fit better, and the confidence says the samples
+    disagreed with that answer."""
+    import solving
+    solver = solving.load(SHAPES_CKPT, device="cpu")
+    y, x = np.mgrid[0:48, 0:48] / 47.0
+    picture = np.stack([x, y, x * y], -1)                                # (48, 48, 3) in [0, 1], smooth
+    pieces = [picture[r * 16:(r + 1) * 16, c * 16:(c + 1) * 16] for r in range(3) for c in range(3)]
+    wrong = (1 - torch.eye(9))[[0, 2, 1, *range(3, 9)]]                  # every sample: pieces 1 and 2 swapped
+    monkeypatch.setattr(solver, "costs", lambda batch, given=None, opts=None: (
+        torch.stack([wrong] * CONFIDENCE_SAMPLES)[:, None], batch["content"]))
+    truth = [list(divmod(k, 3)) for k in range(9)]
+    assert solver.solve(pieces).positions.tolist() != truth
+    judged = solver.solve(pieces, judge="classic")
+    assert judged.positions.tolist() == truth and judged.confidence[1] == judged.confidence[2] == 0
