@@ -53,7 +53,7 @@ class Energy:
     samples' mean distance from piece i's code to cell c's (None: borders only)."""
 
     def __init__(self, content, missing, grid, prior=None):
-        lr, tb = border_costs(content.float())                                    # (B, N, N) each
+        lr, tb = border_costs(content)                                            # (B, N, N) each, in fp32
         u = unit(lr, tb, missing)                                                  # (B, 1, 1)
         lr, tb = with_empty(lr, missing) / u, with_empty(tb, missing) / u         # (B, N + 1, N + 1) each
         self.lr, self.tb, self.missing, self.grid, self.prior = lr, tb, missing, tuple(grid), prior
