@@ -90,8 +90,8 @@ class GaussianDiffusion:
         v = next(iter(x0.values()))
         if t is None:
             t = torch.randint(0, self.num_steps, (v.shape[0],), device=v.device)
-        if noise is None:
-            noise = {k: torch.randn_like(x) for k, x in x0.items()}
+        if noise is None:           # contiguous whatever x's layout: the draws depend on the shapes alone
+            noise = {k: torch.randn(x.shape, dtype=x.dtype, device=x.device) for k, x in x0.items()}
         return t, noise
 
     def training_losses(self, model_fn, x0, masks, weights=None, t=None, noise=None):

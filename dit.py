@@ -144,7 +144,8 @@ class DiT(nn.Module):
         self.token_pos = nn.Parameter(torch.zeros(1, 1, self.tokens_per_side ** 2, d))  # token's place in its piece
         self.code_embed = nn.Sequential(nn.Linear(cfg.code_dim, d), nn.SiLU(), nn.Linear(d, d))  # noisy code -> token
         self.flag_embed = nn.Embedding(4, d)                      # missing + 2 * anchored (an anchor is never
-        # missing, so row 3 is never used)
+        # missing, so row 3 is never used: jpdvt.told_and_pinned never tells a missing piece; the row stays so that
+        # the shipped checkpoints' weights keep their shape)
         self.t_embed = TimestepEmbedder(d)
         self.blocks = nn.ModuleList([DiTBlock(d, cfg.heads, cfg.mlp_dim) for _ in range(cfg.depth)])
         self.final = FinalLayer(d, cfg.in_channels * p * p, cfg.code_dim)
@@ -186,7 +187,7 @@ class DiT(nn.Module):
         """
         code (B, N, code_dim) noisy positional codes, or (B, N, K, code_dim) with codes="token"; content (B, N, C,
         P, P); t (B,); missing, given (B, N) bool (given: the pieces whose code is told, the anchor:
-        jpdvt.given_codes). Returns the predicted codes (the shape of `code`) and content (B, N, C, P, P). K = tokens
+        jpdvt.anchor_pieces). Returns the predicted codes (the shape of `code`) and content (B, N, C, P, P). K = tokens
         per piece.
         """
         b, n = code.shape[:2]

@@ -8,38 +8,33 @@ Read this file after posenc.py and diffusion.py; the networks are in dit.py and 
 - A puzzle batch is {content (B, N, ...) pieces in shuffled order, true_pos (B, N) the true position of each
   piece, missing (B, N) bool}. Its diffusion state has two parts: "code", the positional code of every piece (the
   row of the position table at its true position), and "content", the pixels (or latents) of the pieces.
-- `given` (B, N) bool marks the pieces whose code the model is told (given_codes: the first piece of an anchored
-  puzzle; temporal super-resolution, which generates new pieces between given ones of a clip, passes its own:
-  every given piece). For each part of each piece:
+- `given` (B, N) bool marks the pieces whose code the model is told ("told" below), `pinned` those kept on their true
+  cells in the assignment; one table says both, and what is scored (THE ANCHOR, below), and told_and_pinned decides
+  them. For each part of
+  each piece:
 
-  | piece                 | code: noised, in the loss, put back each step | content: the same   | scored               |
-  | --------------------- | --------------------------------------------- | ------------------- | -------------------- |
-  | placed (has content)  | yes, yes, no (generated)                      | no, no, yes (clean) | yes                  |
-  | missing               | yes, yes, no (generated)                      | yes, yes, no        | images no, videos yes|
-  | anchored (code told)  | no, no, yes (its true code)                   | no, no, yes (clean) | images no, videos yes|
-
-  Scores: an image puzzle is scored per piece, so only the pieces the model had to place count; a clip is scored
-  as one order (the Kendall distance of the paper's Table 5), so every slot counts, the first one's too.
+  | piece                 | code: noised, in the loss, put back each step | content: the same   |
+  | --------------------- | --------------------------------------------- | ------------------- |
+  | placed (has content)  | yes, yes, no (generated)                      | no, no, yes (clean) |
+  | missing               | yes, yes, no (generated)                      | yes, yes, no        |
+  | told (the anchor)     | no, no, yes (its true code)                   | no, no, yes (clean) |
 
 - puzzle_loss (training): per-part weighted MSE over the generated entries (each part's mean over its generated
   entries in the batch).
 - solve (inference): sample the codes (and missing content), then match the pieces to the true positions one to one by
   code distance: Hungarian, the least total distance (our default, chosen on val), or greedy, each piece in turn the
   nearest free position, as the paper's text describes it (metrics.py; --assign greedy). A pinned piece keeps its
-  cell: the anchor, whose code is told to a network trained with one; an anchored scoring of a network trained
-  without one pins the anchor in the assignment only (solve's `pinned`). A missing piece takes part like
-  the others, as in the paper, which generates the positions of given and missing pieces alike: nobody knows which
-  cells the missing pieces came from, so its generated code may win any cell. The cell it gets is where its
-  generated content goes, and it can take a real piece's cell (the displaced real piece then counts as wrong).
-- Temporal super-resolution (a video use of the same solve, the supplement's): the code of every given piece is
-  told, and only the missing pieces between them are generated.
+  cell. A missing piece takes part like the others, as in the paper, which generates the positions of given and
+  missing pieces alike: nobody knows which cells the missing pieces came from, so its generated code may win any
+  cell. The cell it gets is where its generated content goes, and it can take a real piece's cell (the displaced real
+  piece then counts as wrong). sample.py, solving.Solver and super-resolution all solve through `solve`; an option
+  not in the paper, the judge (opts.judge, solving/judge.py), picks from the samples in place of the assignment.
 - What differs between image and video puzzles: the table of true codes (position_table) and the scores (score);
-  the rest branches nowhere. A video puzzle is always anchored (VideoConfig.anchor), an image puzzle when its
-  settings say so (ImageConfig.anchor: in training, or as the scoring protocol, sample.py --anchor).
+  the rest branches nowhere.
 
     model = DiT(config.model); diffusion = GaussianDiffusion(1000, config.prediction)
-    table, given = position_table(config), given_codes(batch, config.puzzle.anchor)
-    weights = {"code": 1.0, "content": 0.1}                     # train_image.py's (train_video.py: 0.2 and 0.8)
+    table, given = position_table(config), anchor_pieces(batch, config.puzzle.anchor)
+    weights = {"code": 1.0, "content": 0.1}                     # config.TrainConfig's (train_video.py: 0.2 and 0.8)
     losses = puzzle_loss(model, diffusion, batch, table=table, given=given, weights=weights)
     positions, content = solve(model, diffusion, batch, table=table, opts=SampleOptions(steps=50), given=given)
     scores = score(config.puzzle, positions, batch)             # piece_acc, puzzle_acc (clips: kendall, exact, ...)
@@ -75,14 +70,50 @@ class SampleOptions:
                                    # the paper, which samples once)
     generator: Optional[torch.Generator] = None   # the noise of the samples (None: torch's global generator)
     callback: Optional[Callable] = None           # callback(i, x, x0) after every step of the first sample
+    judge: Optional[Callable] = None  # judge(costs, batch, cells) -> positions, in place of the assignment: the
+    # judge over samples (solving/judge.py; not in the paper); None: the assignment (`assign`), as in the paper
 
 
-def given_codes(batch, anchored):
-    """(B, N) bool: the pieces whose true positional code is given to the model: piece 0 when `anchored` (images: the
-    first shuffled piece, at a random cell; videos: the first piece in time, which stays first), else none."""
-    given = torch.zeros_like(batch["missing"])
-    given[:, 0] = anchored
-    return given
+SAMPLING = ("steps", "sampler", "samples", "assign")   # the options a checkpoint may store (its "sampling", chosen
+# on val); sample.py's flags override them
+
+
+# ----------------------------------------------------------------------------
+# The anchor: which pieces are told, pinned and scored
+# ----------------------------------------------------------------------------
+# told: the network is given the piece's true code (the argument named `given` in puzzle_loss, code_costs, solve and
+# the networks; the paper's "given" pieces, E^g, are another thing: those with content); pinned: the assignment keeps
+# it on its true cell; scored: it counts in the figures (score, which skips pinned pieces). One function decides told
+# and pinned, told_and_pinned, for training, sample.py, solving.Solver (a bag of pieces) and super-resolution alike.
+#
+# | puzzles                                    | told                | pinned              | scored                 |
+# | ------------------------------------------ | ------------------- | ------------------- | ---------------------- |
+# | image, trained and scored with an anchor   | the anchor          | the anchor          | placed pieces but it   |
+# | image, trained without, scored with one    | none                | the anchor          | placed pieces but it   |
+# | image without an anchor                    | none                | none                | every placed piece     |
+# | clip (always anchored: its first piece)    | the anchor          | the anchor          | every slot (the order) |
+# | clip, super-resolution                     | the anchor          | every given piece   | (generated frames)     |
+# | your own pieces with pins (solving/bag.py) | the first pin, if trained with an anchor | every pin | (none) |
+#
+# The anchor is the first shuffled piece (anchor_pieces). Training tells the anchor's code and nothing else, and the
+# anchor is never missing: so a network is told at most one code, that of a piece with content, and only if it
+# trained with an anchor. "Placed" pieces have content; a missing piece's content is generated and not scored in an
+# image (a clip scores every slot, the generated pieces' too).
+
+def anchor_pieces(batch, anchored):
+    """(B, N) bool: the anchor, piece 0 when `anchored` (images: the first shuffled piece, at a random cell; videos:
+    the first piece in time, which stays first), else none."""
+    anchor = torch.zeros_like(batch["missing"])
+    anchor[:, 0] = anchored
+    return anchor
+
+
+def told_and_pinned(pinned, trained_anchor):
+    """(told, pinned) (B, N) bool from the pieces pinned to their true cells (B, N) bool: the network is told the code
+    of the first pinned piece of each puzzle, and only if it trained with an anchor (`trained_anchor`); the others
+    hold their cells in the assignment only (the table above)."""
+    first = pinned & (pinned.long().cumsum(1) == 1)
+    return first & bool(trained_anchor), pinned
 
 
 def model_fn(model, missing, given):
@@ -104,7 +135,7 @@ def clean_parts(batch, table):
 
 def puzzle_loss(model, diffusion, batch, table, given, weights, t=None, noise=None):
     """Diffusion loss of one batch; table (num_positions, D) holds the true code of every position; given (B, N): the
-    pieces whose code is told (given_codes); t: (B,) long diffusion steps and noise {"code", "content"}: the draws
+    pieces whose code is told (anchor_pieces); t: (B,) long diffusion steps and noise {"code", "content"}: the draws
     (default: drawn here, diffusion.draw)."""
     masks = {"code": ~given, "content": batch["missing"]}                        # what is generated
     return diffusion.training_losses(model_fn(model, batch["missing"], given), clean_parts(batch, table), masks,
@@ -128,7 +159,7 @@ def code_costs(model, diffusion, batch, table, opts, given, latent=False):
     Sample the codes (and missing content) of a batch opts.samples times: returns (costs (S, B, N, positions): each
     sample's distance from each piece's sampled code to every true code; content with missing pieces generated, the
     first sample's). given (B, N) bool: the pieces
-    whose true code is told (given_codes; all True generates only the missing content at known positions: temporal
+    whose true code is told (anchor_pieces; all True generates only the missing content at known positions: temporal
     super-resolution). latent: the content is autoencoder latents (about unit variance), so its predictions are not
     clipped to [-1, 1] like codes and pixels are.
     opts.callback(i, x, x0): called after every sampling step of the first sample with the state and predicted x0,
@@ -153,16 +184,27 @@ def code_costs(model, diffusion, batch, table, opts, given, latent=False):
     return torch.stack(costs), generated
 
 
-def solve(model, diffusion, batch, table, opts, given, latent=False, pinned=None):
+def solve(model, diffusion, batch, table, opts, given, pinned=None, codec=None):
     """
     Returns (positions (B, N) int array: predicted position of each piece, content with missing pieces generated):
-    code_costs, then arrange. pinned (B, N) bool: the pieces kept on their true cells in the assignment (default:
-    `given`, the pieces whose code the network is told; a model trained without an anchor is told nothing, and an
-    anchored scoring protocol pins its anchor in the assignment only). With several samples, a missing piece's cell
-    comes from all of them; its drawing is the first sample's, re-paired with the cells (follow_cells).
+    code_costs, then place. pinned (B, N) bool: the pieces kept on their true cells in the assignment (default:
+    `given`, the pieces whose code the network is told; told_and_pinned decides both). codec: a latent video model's
+    autoencoder (sources/vae.py): the pieces are encoded before sampling and the content decoded after it.
     """
-    costs, generated = code_costs(model, diffusion, batch, table=table, opts=opts, given=given, latent=latent)
-    positions = arrange(costs, pinned_cells(batch, given if pinned is None else pinned), opts.assign)
+    inputs = codec.encode_batch(batch) if codec else batch
+    costs, generated = code_costs(model, diffusion, inputs, table=table, opts=opts, given=given,
+                                  latent=codec is not None)
+    cells = pinned_cells(batch, given if pinned is None else pinned)
+    positions, generated = place(costs, generated, batch, opts, cells)
+    return positions, codec.decode(generated) if codec else generated
+
+
+def place(costs, generated, batch, opts, cells):
+    """(positions (B, N), content) from the samples' costs (S, B, N, positions): the assignment (arrange) or,
+    with opts.judge, the judge's pick (not in the paper); a pinned piece (cells (B, N): its true cell, else -1) keeps
+    its cell. With several samples, a missing piece's cell comes from all of them; its drawing is the first sample's,
+    re-paired with the cells (follow_cells)."""
+    positions = opts.judge(costs, batch, cells) if opts.judge else arrange(costs, cells, opts.assign)
     if opts.samples > 1 and batch["missing"].any():
         generated = follow_cells(generated, costs, positions, batch)
     return positions, generated
@@ -215,19 +257,20 @@ def position_table(config):
     return table
 
 
-def score(puzzle, positions, batch):
+def score(puzzle, positions, batch, pinned=None):
     """
     The scores of predicted positions (B, N) (numpy) of a batch of `puzzle`'s puzzles, each a (B,) array (their mean is
-    the figure).
-    - Images: piece and puzzle accuracy over the pieces the model had to place: not the anchor, if the puzzles have one
-      (its cell is told), nor the missing pieces (their content is generated).
+    the figure); pinned (B, N) bool: the pieces kept on their cells (default: the puzzles' anchor, anchor_pieces).
+    - Images: piece and puzzle accuracy over the pieces the model had to place: not a pinned piece (the anchor: its
+      cell is known), nor the missing pieces (their content is generated).
     - Clips: the Kendall distance of the order and whether it is exact, strict (every slot, the anchor and generated
       pieces included) and with generated pieces as a set (which generated piece fills which missing slot is
       arbitrary), and the authors' reversible Kendall distance.
     """
     true_pos, missing = batch["true_pos"].cpu().numpy(), batch["missing"].cpu().numpy()
     if puzzle.kind == "image":
-        placed = ~missing & ~given_codes(batch, puzzle.anchor).cpu().numpy()
+        pinned = anchor_pieces(batch, puzzle.anchor) if pinned is None else pinned
+        placed = ~missing & ~pinned.cpu().numpy()
         return {"piece_acc": np.array([piece_accuracy(*one) for one in zip(positions, true_pos, placed)]),
                 "puzzle_acc": np.array([puzzle_accuracy(*one) for one in zip(positions, true_pos, placed)])}
     as_set = relabel_generated(positions, true_pos, missing)

@@ -4,6 +4,7 @@ generated on the fly by sources/mnist.py while training and scoring).
 
     python mnist.py --download mnist          # the four MNIST .gz files (about 12 MB), md5-checked, into mnist/
     python mnist.py --download mnist --mirror https://example.org/mnist/   # from another copy
+    python mnist.py --download mnist --mirror file:///path/to/folder/       # offline: from the four .gz files there
     python train_video.py --dataset movingmnist --data-dir mnist --pieces 10 --frames-per-piece 2
 """
 import argparse
@@ -36,7 +37,8 @@ def get_parser():
                         "and files already there with the right md5 are not fetched again")
     p.add_argument("--mirror", metavar="URL",
                    help="fetch from this base URL (the file names are appended to it) instead of the built-in "
-                        f"mirrors, tried in order: {', '.join(mnist_files.MIRRORS)}")
+                        f"mirrors, tried in order: {', '.join(mnist_files.MIRRORS)}; offline, file:///FOLDER/ takes "
+                        "them from a folder holding the four .gz files")
     return p
 
 

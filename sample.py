@@ -15,23 +15,21 @@ import argparse
 import json
 import os
 import time
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, replace
 
 import numpy as np
 import torch
-from torch.utils.data import default_collate
 from tqdm import tqdm
 
 import jpdvt
-from diffusion import GaussianDiffusion
-from dit import DiT, DiTConfig
+from config import PARTS, load_checkpoint
+from diffusion import SAMPLERS, GaussianDiffusion
+from metrics import ASSIGNERS
 from pictures import save_pictures
-from plumbing.cli import AUTOCAST, UserError, add_sampling_flags, open_checkpoint, positive, user_errors
-from puzzles import ImageConfig, VideoConfig, puzzle_set
+from plumbing.cli import AUTOCAST, UserError, cpu_threads, non_negative, positive, resolve_device, user_errors
+from puzzles import collate, puzzle_set
 from sources.files import data_folder, find_data
-from unet3d import UNet3D, UNetConfig
 
-PARTS = {"image": (ImageConfig, DiTConfig, DiT), "video": (VideoConfig, UNetConfig, UNet3D)}
 COUNTED = {"image": "piece_acc and puzzle_acc count the pieces with content that the model had to place, not the "
                     "anchor (whose cell is told); missing pieces are generated and not scored",
            "video": "kendall and exact compare every slot, the anchor and generated pieces included (strict); "
@@ -41,23 +39,71 @@ PICTURED = {"image": 8, "video": 4}          # puzzles drawn in examples.png / e
 SUMMARY = {"image": "piece accuracy {piece_acc:.4f}, puzzle accuracy {puzzle_acc:.4f}",
            "video": "mean Kendall distance {kendall:.4f} (generated pieces as a set {kendall_set:.4f}), exactly "
                     "ordered {exact:.4f} ({exact_set:.4f})"}
+DEFAULTS = {k: getattr(jpdvt.SampleOptions(), k) for k in jpdvt.SAMPLING}   # unless the checkpoint or a flag says
 
 
-def load(args):
-    """(the test puzzles' settings, the puzzle settings it trained on, its EMA network, (checkpoint, sampling options,
-    device, what metrics.json records of the sampling)) from --ckpt, with the flags that change the test puzzles
-    (--dataset, --data-dir, --missing, --anchor, --frame-stride, --vae)."""
-    ckpt, opts, device, described = open_checkpoint(args)   # the sampling: flags, else the checkpoint's, else defaults
-    c = ckpt["config"]
-    puzzle_cls, model_cls, network = PARTS[c["kind"]]
-    unknown = sorted(set(c["puzzle"]) - {f.name for f in fields(puzzle_cls)} | set(c["model"]) -
-                     {f.name for f in fields(model_cls)})
-    if unknown:                              # a mistyped or newer setting is refused, named, never dropped
-        raise UserError(f"checkpoint {args.ckpt} has settings this version of jpdvt does not know "
-                        f"({', '.join(unknown)}); use a checkpoint written by this version")
-    trained = puzzle_cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in c["puzzle"].items()})
-    model = network(model_cls(**c["model"]))
+def main(args):
+    ckpt = load_checkpoint(args.ckpt)
+    config, (opts, device, described) = ckpt["config"], sampling(args, ckpt)
+    puzzle, trained = test_puzzles(args, config.puzzle), config.puzzle     # what is scored; what it trained on
+    model = PARTS[puzzle.kind].network(config.model)
     model.load_state_dict(ckpt["ema"])
+    model.to(device).eval()
+    diffusion = GaussianDiffusion(1000, config.prediction)                   # linear betas, T = 1000
+    table = jpdvt.position_table(config).to(device)
+    codec = None
+    if getattr(puzzle, "vae", None):           # a latent video model diffuses its autoencoder's latents
+        from sources.vae import load_codec
+        codec = load_codec(puzzle.vae)
+    if args.judge != "none":                   # not in the paper: jpdvt.place asks the judge instead
+        from solving.judge import judge_for
+        opts = replace(opts, judge=judge_for(args.judge, puzzle, opts.assign))
+
+    passes, shown, seconds = [], [], 0.0
+    for r in range(args.repeats):             # pass r: the shuffles, missing pieces and noise of --seed + r
+        test = puzzle_set(puzzle, args.split, args.seed + r)
+        num = min(args.num_puzzles, len(test))
+        opts.generator.manual_seed(args.seed + r)
+        scores = []
+        for start in tqdm(range(0, num, args.batch_size), unit="batch", desc=f"solving (pass {r + 1}/{args.repeats})"):
+            batch = collate([test[i] for i in range(start, min(start + args.batch_size, num))])  # (B, N, ...)
+            batch = {k: v.to(device) for k, v in batch.items()}
+            told, pinned = jpdvt.told_and_pinned(jpdvt.anchor_pieces(batch, puzzle.anchor), trained.anchor)
+            t = time.time()
+            with torch.autocast(device.type, AUTOCAST[args.precision], enabled=args.precision != "fp32"):
+                positions, content = jpdvt.solve(model, diffusion, batch, table, opts, told, pinned, codec)
+            seconds += time.time() - t
+            scores.append(jpdvt.score(puzzle, positions, batch, pinned))      # per puzzle
+            room = min(PICTURED[puzzle.kind] - len(shown), len(positions))          # puzzles still to draw
+            shown += [(batch, positions, content, k) for k in range(room)]
+        passes.append({k: np.concatenate([s[k] for s in scores]) for k in scores[0]})
+
+    per_puzzle = {k: np.stack([p[k] for p in passes]) for k in passes[0]}    # (passes, puzzles)
+    metrics = {**{k: float(v.mean()) for k, v in per_puzzle.items()}, "counted": COUNTED[puzzle.kind],
+               "num_puzzles": num, "sec_per_puzzle": seconds / (num * args.repeats), "split": args.split,
+               "seed": args.seed, "repeats": args.repeats,
+               "ckpt": args.ckpt, "train_step": ckpt["step"], **described,
+               **{k: v for k, v in asdict(puzzle).items() if k != "data_dir"},
+               "anchor_told_to_network": bool(told.any()),
+               "passes": [{k: float(v.mean()) for k, v in p.items()} for p in passes],
+               "per_puzzle": {k: v.tolist() for k, v in per_puzzle.items()}}
+    out = args.out or default_out(args)
+    os.makedirs(out, exist_ok=True)            # only now: a failed run leaves no folder behind
+    with open(os.path.join(out, "metrics.json"), "w") as f:
+        json.dump(metrics, f, indent=2)
+    path, columns = save_pictures(puzzle, out, shown)
+    print(f"{num} {args.split} puzzles x {args.repeats} pass(es): {SUMMARY[puzzle.kind].format(**metrics)}")
+    print(f"wrote {os.path.join(out, 'metrics.json')} and {path} ({columns})")
+    return metrics
+
+
+# ----------------------------------------------------------------------------
+# The test puzzles and the sampling, from the checkpoint and the flags
+# ----------------------------------------------------------------------------
+
+def test_puzzles(args, trained):
+    """The settings of the puzzles to score: those the checkpoint trained on (`trained`), with the flags that change
+    them (--dataset, --data-dir, --missing, --anchor, --frame-stride, --vae)."""
     if args.dataset:                         # another dataset of the same kind
         from sources.images import DATASETS
         from sources.videos import VIDEO_DATASETS
@@ -84,81 +130,71 @@ def load(args):
     if not 0 <= puzzle.missing < pieces - puzzle.anchor:       # the anchor and a piece to place stay
         raise UserError(f"--missing must be between 0 and {pieces - 1 - puzzle.anchor} for this checkpoint's "
                         f"puzzles, got {puzzle.missing}")
-    return puzzle, trained, model.to(device).eval(), (ckpt, opts, device, described)
+    return puzzle
 
 
-def main(args):
-    puzzle, trained, model, (ckpt, opts, device, described) = load(args)
-    config = argparse.Namespace(puzzle=puzzle, model=model.config)
-    diffusion = GaussianDiffusion(1000, ckpt["config"].get("prediction", "x0"))   # linear betas, T = 1000
-    table = jpdvt.position_table(config).to(device)
-    codec = None
-    if getattr(puzzle, "vae", None):           # a latent video model diffuses its autoencoder's latents
-        from sources.vae import load_codec
-        codec = load_codec(puzzle.vae)
-    solver = argparse.Namespace(model=model, diffusion=diffusion, table=table, opts=opts, codec=codec,
-                                judge=args.judge, puzzle=puzzle)
+def sampling(args, ckpt):
+    """(jpdvt.SampleOptions, device, what metrics.json records of the sampling): each option from its flag, else the
+    checkpoint's stored "sampling" (chosen on val), else DEFAULTS; the noise seeded by --seed on --device (on a CPU,
+    with a core left free: cpu_threads). Prints the sampling line: each setting and where it came from."""
+    if args.steps is not None and args.steps > 1000:
+        raise UserError(f"--steps {args.steps} is more than the model's 1000 diffusion steps; use at most 1000")
+    stored = ckpt.get("sampling", {})
+    chosen = f"the checkpoint's, chosen on {stored['chosen']}" if "chosen" in stored else "the checkpoint's"
+    where = {k: "flag" if getattr(args, k) is not None else chosen if k in stored else "default" for k in DEFAULTS}
+    values = {k: getattr(args, k) if where[k] == "flag" else stored.get(k, DEFAULTS[k]) for k in DEFAULTS}
+    sources = {w: [k for k in DEFAULTS if where[k] == w] for w in dict.fromkeys(where.values())}
+    ensemble = " averaged (ours, not the paper's)" if values["samples"] > 1 else ""
+    print(f"sampling: {values['sampler']}, {values['steps']} steps, {values['samples']} sample(s){ensemble}, "
+          f"{values['assign']} assignment, judge {args.judge} (" +
+          "; ".join(f"{', '.join(ks)}: {w}" for w, ks in sources.items()) + ")")
+    device = resolve_device(args.device)
+    cpu_threads(device, world=1, workers=1)    # a core left free: on a busy machine, threads wait on each other
+    noise = torch.Generator(device).manual_seed(args.seed)
+    described = {**values, "judge": args.judge, "sampling_from": where, "precision": args.precision}
+    return jpdvt.SampleOptions(**values, generator=noise), device, described
+
+
+def default_out(args):
+    """samples/CKPT-SPLIT[-flags]/ next to the checkpoint."""
     stem = os.path.splitext(os.path.basename(args.ckpt))[0]
     mode = [f"{k}-{v}" for k, v in (("missing", args.missing), ("judge", args.judge), ("anchor", args.anchor))
             if v not in (None, "none")]
-    args.out = args.out or os.path.join(os.path.dirname(os.path.abspath(args.ckpt)), "samples",
-                                        "-".join([stem, args.split, *mode]))
-    os.makedirs(args.out, exist_ok=True)
-
-    passes, shown, seconds = [], [], 0.0
-    for r in range(args.repeats):             # pass r: the shuffles, missing pieces and noise of --seed + r
-        test = puzzle_set(puzzle, args.split, args.seed + r)
-        num = min(args.num_puzzles, len(test))
-        opts.generator.manual_seed(args.seed + r)
-        scores = []
-        for start in tqdm(range(0, num, args.batch_size), unit="batch", desc=f"solving (pass {r + 1}/{args.repeats})"):
-            batch = default_collate([test[i] for i in range(start, min(start + args.batch_size, num))])  # (B, N, ...)
-            batch = {k: v.to(device) for k, v in batch.items()}
-            given = jpdvt.given_codes(batch, puzzle.anchor and trained.anchor)   # codes told to the network
-            pinned = jpdvt.given_codes(batch, puzzle.anchor)                    # pieces kept on their true cells
-            t = time.time()
-            with torch.autocast(device.type, AUTOCAST[args.precision], enabled=args.precision != "fp32"):
-                positions, content = solve(solver, batch, given, pinned)
-            seconds += time.time() - t
-            scores.append(jpdvt.score(puzzle, positions, batch))              # per puzzle
-            room = min(PICTURED[puzzle.kind] - len(shown), len(positions))          # puzzles still to draw
-            shown += [(batch, positions, content, k) for k in range(room)]
-        passes.append({k: np.concatenate([s[k] for s in scores]) for k in scores[0]})
-
-    per_puzzle = {k: np.stack([p[k] for p in passes]) for k in passes[0]}    # (passes, puzzles)
-    metrics = {**{k: float(v.mean()) for k, v in per_puzzle.items()}, "counted": COUNTED[puzzle.kind],
-               "num_puzzles": num, "sec_per_puzzle": seconds / (num * args.repeats), "split": args.split,
-               "seed": args.seed, "repeats": args.repeats,
-               "ckpt": args.ckpt, "train_step": ckpt["step"], **described,
-               **{k: v for k, v in asdict(puzzle).items() if k != "data_dir"},
-               "anchor_told_to_network": bool(puzzle.anchor and trained.anchor),
-               "passes": [{k: float(v.mean()) for k, v in p.items()} for p in passes],
-               "per_puzzle": {k: v.tolist() for k, v in per_puzzle.items()}}
-    with open(os.path.join(args.out, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
-    path, columns = save_pictures(puzzle, args.out, shown)
-    print(f"{num} {args.split} puzzles x {args.repeats} pass(es): {SUMMARY[puzzle.kind].format(**metrics)}")
-    print(f"wrote {os.path.join(args.out, 'metrics.json')} and {path} ({columns})")
-    return metrics
+    return os.path.join(os.path.dirname(os.path.abspath(args.ckpt)), "samples", "-".join([stem, args.split, *mode]))
 
 
-def solve(s, batch, given, pinned):
-    """(positions (B, N), content in pixels) of a batch: jpdvt.solve, the paper's method; with --judge classic, the
-    samples' arrangement whose pieces fit best, pictures' improved by swaps (solving/judge.py, not in the paper). s
-    holds the network and its sampling: model, diffusion, table, opts, codec (a latent model's autoencoder, or None),
-    judge, puzzle."""
-    inputs = s.codec.encode_batch(batch) if s.codec else batch
-    latent = s.codec is not None
-    if s.judge == "none":
-        positions, content = jpdvt.solve(s.model, s.diffusion, inputs, s.table, s.opts, given, latent, pinned)
-    else:
-        from solving.judge import judge
-        costs, content = jpdvt.code_costs(s.model, s.diffusion, inputs, s.table, s.opts, given, latent)
-        positions = judge(costs, batch["content"], batch["missing"], jpdvt.pinned_cells(batch, pinned),
-                          s.opts.assign, s.puzzle)
-        if s.opts.samples > 1 and batch["missing"].any():    # as jpdvt.solve: the drawings follow the cells
-            content = jpdvt.follow_cells(content, costs, positions, batch)
-    return positions, s.codec.decode(content) if s.codec else content
+# ----------------------------------------------------------------------------
+# Flags
+# ----------------------------------------------------------------------------
+
+def add_sampling_flags(p):
+    """The flags of opening a checkpoint and sampling its codes (sample.py, python -m solving.own)."""
+    from solving.judge import JUDGES  # an option not in the paper: loaded only to name its choices
+    p.add_argument("--ckpt", required=True, help="ckpt.pt written by train_image.py or train_video.py")
+    p.add_argument("--seed", type=non_negative, default=0, help="seed of the puzzles (shuffles, crops) and of the "
+                                                                "sampling noise (default 0)")
+    p.add_argument("--steps", type=positive, help="sampling steps, respaced out of T = 1000. --steps, --sampler, "
+                   "--samples and --assign default to the sampling the checkpoint stores (chosen on val), else to "
+                   f"{', '.join(str(v) for v in DEFAULTS.values())}")
+    p.add_argument("--sampler", choices=SAMPLERS,
+                   help="ddpm (ancestral: fresh noise at every step) or ddim (deterministic: only the starting noise "
+                        "is random); default: the checkpoint's, else ddpm")
+    p.add_argument("--samples", type=positive,
+                   help="independent samples of the codes per puzzle, assigned on their mean distance (not in the "
+                        "paper, which samples once; K times the sampling time); default: the checkpoint's, else 1")
+    p.add_argument("--assign", choices=ASSIGNERS,
+                   help="codes -> positions: hungarian (optimal, the least total distance) or greedy (the paper's "
+                        "text: piece by piece, the closest free position); default: the checkpoint's, else hungarian")
+    p.add_argument("--judge", choices=JUDGES, default="none",
+                   help="none (default: the paper's method, no judge) or classic: of the samples' arrangements (each "
+                        "sample's and their mean's), keep the one whose pieces fit best across their cuts (clips) or, "
+                        "improved by swaps, their borders (images, Gallagher's MGC); not in the paper (solving/judge.py)")
+    p.add_argument("--device", default="auto",
+                   help="auto (a CUDA GPU, else a Mac's GPU, mps, else the CPU), cpu, cuda, cuda:N or mps")
+    p.add_argument("--precision", default="fp32", choices=AUTOCAST,
+                   help="arithmetic: fp32 (the default, as every figure was measured), or bf16 or fp16 autocast")
+    p.add_argument("--vae", default=None, help="latent video checkpoints: the autoencoder folder, if it moved since "
+                                               "training (default: the training run's)")
 
 
 def get_parser():

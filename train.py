@@ -5,20 +5,18 @@ Paper: the objective of Sec. 3.1, "Masked Jigsaw Transformer Diffusion" (jpdvt.p
 supplement's "Image Experiments" and "Video Experiments" state (their batch sizes, learning rates and steps are the
 table of configs/paper.py). Gradient clipping, warm-up, the EMA and the held-out check are not stated in the paper.
 
-One step: a batch of puzzles -> jpdvt.puzzle_loss -> backward (loss_backward) -> clip the gradient (--clip) -> AdamW
-step -> EMA of the weights (used for sampling) -> log; every so many steps a held-out check and a checkpoint.
+One step: a batch of puzzles -> jpdvt.puzzle_loss -> backward -> clip the gradient (--clip) -> AdamW step -> EMA of
+the weights (used for sampling) -> log; every so many steps a held-out check and a checkpoint.
 - DDP is on when torchrun sets RANK (rank 0 writes). --batch-size is the global batch B: each of W processes takes
-  B / W puzzles a step, in --accum micro-batches.
-- Exact resume: step s trains on stream positions s*B ... s*B + B - 1, and its noise is seeded by (seed, s). Every
-  process draws the whole batch's t and noise and keeps its own rows, so W processes train as one process would.
+  B / W puzzles a step, in --accum micro-batches; their exact loss shares are in training/shares.py.
+- Exact resume: step s trains on stream positions s*B ... s*B + B - 1, and its noise is seeded by (seed, s).
   (fp16's loss scale is not stored: it restarts on resume.)
 - The checkpoint, OUT/ckpt.pt: {format, config, model, ema, opt, step}, written to a temporary file, then renamed
-  (a shipped checkpoint keeps the EMA only, with the sampling chosen for it: bench/export.py).
+  (a shipped checkpoint keeps the EMA only, with the sampling chosen for it).
 
     torch.manual_seed(config.train.seed); model = DiT(config.model)      # train_image.py (train_video.py: UNet3D)
     train(config, model, train_set, held_out, run)
 """
-import contextlib
 import copy
 import math
 import os
@@ -31,9 +29,20 @@ from tqdm import tqdm
 
 from config import FORMAT
 from diffusion import GaussianDiffusion
-from jpdvt import SampleOptions, clean_parts, given_codes, position_table, puzzle_loss, score, solve
+from jpdvt import (
+    SampleOptions,
+    anchor_pieces,
+    arrange,
+    code_costs,
+    pinned_cells,
+    position_table,
+    puzzle_loss,
+    score,
+    told_and_pinned,
+)
 from plumbing.cli import UserError, autocast, cpu_threads, resolve_device
 from puzzles import collate
+from training.shares import shared_backward
 
 # ----------------------------------------------------------------------------
 # The loop
@@ -63,6 +72,7 @@ def train(config, model, train_set, held_out, run, start=None, encode=None):
                                                     else None) if world > 1 else model
     net = torch.compile(net) if run.compile else net
     diffusion, table = GaussianDiffusion(1000, config.prediction), position_table(config).to(device)
+    weights = {"code": tc.weight_code, "content": tc.weight_content}      # the loss's weight of each part
     encode = encode or (lambda batch: batch)
     eval_batch = collate([held_out[i] for i in range(min(tc.eval_puzzles, len(held_out)))])
     eval_batch = encode({k: v.to(device) for k, v in eval_batch.items()})
@@ -80,16 +90,21 @@ def train(config, model, train_set, held_out, run, start=None, encode=None):
         batch = encode({k: v.to(device, non_blocking=True) for k, v in batch.items()})   # content (B, N, ...)
         lr = set_lr(opt, learning_rate(tc, step))
         opt.zero_grad(set_to_none=True)
-        losses = loss_backward(net, diffusion, batch, table, given_codes(batch, config.puzzle.anchor), scaler, tc,
-                              world)  # jpdvt.puzzle_loss
-        scaler.unscale_(opt)
+        told, _ = told_and_pinned(anchor_pieces(batch, config.puzzle.anchor), config.puzzle.anchor)   # the anchor's
+        if world == 1 and tc.accum == 1:                             # one process, one batch: the step itself
+            with autocast(device, tc.precision):
+                losses = puzzle_loss(net, diffusion, batch, table=table, given=told, weights=weights)
+            scaler.scale(losses["loss"]).backward()                  # loss.backward() (scaled only under fp16)
+        else:                                                        # DDP or --accum: the same gradient, in shares
+            losses = shared_backward(net, diffusion, batch, table, told, scaler, tc, world)
+        scaler.unscale_(opt)                                         # fp16's loss scale off the gradient
         if tc.clip:
             torch.nn.utils.clip_grad_norm_(model.parameters(), tc.clip)
-        scaler.step(opt)                              # optimizer.step(), through the fp16 scaler
+        scaler.step(opt)                                             # opt.step(), through the fp16 scaler
         scaler.update()
         step += 1
         ema_update(ema, model, min(tc.ema_decay, (1 + step) / (10 + step)))    # a warm-up of the decay (ema_update)
-        log.add(losses)                               # kept on the device: no sync here
+        log.add({k: v.detach() for k, v in losses.items()})          # kept on the device: no sync here
         evaluate = tc.eval_every and step % tc.eval_every == 0 and step < tc.max_steps
         save = step % tc.ckpt_every == 0 or step == tc.max_steps
         if evaluate or save or step % run.log_every == 0:  # the same steps on every rank
@@ -112,33 +127,8 @@ def train(config, model, train_set, held_out, run, start=None, encode=None):
 
 
 # ----------------------------------------------------------------------------
-# What one step calls
+# What the loop calls
 # ----------------------------------------------------------------------------
-
-def loss_backward(net, diffusion, batch, table, given, scaler, tc, world):
-    """The global batch's jpdvt.puzzle_loss, backward: gradients in the parameters, the mean losses {loss, code,
-    content} returned (on the device). The step's t and noise are drawn for the whole global batch (process_draws),
-    and the batch runs in tc.accum micro-batches, each in tc.precision's autocast; DDP averages the gradients over
-    the W processes once, at the last micro-batch's backward."""
-    weights = {"code": tc.weight_code, "content": tc.weight_content}
-    draws = process_draws(diffusion, clean_parts(batch, table), net_rank(world), world)   # this process's rows
-    parts = micro_batches(batch, given, draws, tc.accum, world)
-    losses = {}
-    for i, (part, share) in enumerate(parts):
-        sync = i == len(parts) - 1 or world == 1
-        with (contextlib.nullcontext() if sync else net.no_sync()), autocast(batch["true_pos"].device, tc.precision):
-            out = puzzle_loss(net, diffusion, part["batch"], table=table, given=part["given"], weights=weights,
-                              t=part["t"], noise=part["noise"])
-            # out[k]: this micro-batch's mean over its generated entries of part k (code, content); share[k]: its
-            # fraction of the global batch's generated entries of k, times W. Summed over micro-batches and averaged
-            # over processes (DDP): the global batch's mean (out["loss"], this micro-batch's own weighted mean, is not)
-            shares = {k: out[k] * share[k] for k in share}
-            loss = sum(weights[k] * v for k, v in shares.items())
-        scaler.scale(loss).backward()
-        for k, v in {"loss": loss, **shares}.items():
-            losses[k] = losses.get(k, 0) + v.detach()
-    return losses
-
 
 def log_settings(log, config, model, where, step):
     """The log's first lines: every setting of the run (a size the network also holds, such as piece_size, once), the
@@ -152,11 +142,6 @@ def log_settings(log, config, model, where, step):
     log.write(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {where}; global batch "
               f"{tc.batch_size} = {world} process(es) x {tc.accum} micro-batch(es) x "
               f"{tc.batch_size // (world * tc.accum)}; step {step} -> {tc.max_steps}")
-
-
-def net_rank(world):
-    """This process's rank (0 without DDP)."""
-    return dist.get_rank() if world > 1 else 0
 
 
 def set_lr(opt, lr):
@@ -214,43 +199,18 @@ def step_batches(tc, start, rank=0, world=1):
         yield list(range(first, first + per_rank))
 
 
-def process_draws(diffusion, x0, rank, world):
-    """This process's rows of the global batch's draws (t, noise): every process draws the whole batch's from the same
-    seed and keeps its own rows, so that W processes by B / W puzzles train as one process by B."""
-    b = next(iter(x0.values())).shape[0]
-    t, noise = diffusion.draw({k: v.new_empty(b * world, *v.shape[1:]) for k, v in x0.items()})
-    rows = slice(rank * b, (rank + 1) * b)
-    return t[rows], {k: v[rows] for k, v in noise.items()}
-
-
-def micro_batches(batch, given, draws, k, world=1):
-    """A process's batch, its anchor mask and its draws (t, noise) split into k micro-batches along the puzzle axis:
-    [({"batch", "given", "t", "noise"}, share)], share[part] = the micro-batch's generated entries of that part over
-    their mean count per process in the global batch. Each part's loss is a mean over generated entries, so the losses
-    times their shares, summed over micro-batches and averaged over processes as DDP averages the gradients, are the
-    global batch's losses: the accumulated gradient is the one-process, unsplit step's."""
-    t, noise = draws
-    puzzles = [dict(zip(batch, c)) for c in zip(*(v.tensor_split(k) for v in batch.values()))]
-    givens, ts = given.tensor_split(k), t.tensor_split(k)
-    noises = [dict(zip(noise, c)) for c in zip(*(v.tensor_split(k) for v in noise.values()))]
-    counts = torch.stack([(~given).sum(), batch["missing"].sum()]).float()      # generated codes, missing content
-    if world > 1:
-        dist.all_reduce(counts)                                                  # over the global batch
-    codes_per_process, missing_per_process = counts.clamp(min=1) / world        # on the device: no sync
-    return [({"batch": b, "given": g, "t": s, "noise": n},
-             {"code": (~g).sum() / codes_per_process, "content": b["missing"].sum() / missing_per_process})
-            for b, g, s, n in zip(puzzles, givens, ts, noises)]
-
-
 def held_out_check(ema, diffusion, batch, table, config):
-    """The EMA model's scores on the held-out batch, as one line: DDIM (deterministic, so that successive checks
-    compare), noise seed 0, in the training's precision, on the device of the position table."""
+    """The EMA model's scores on the held-out batch (already encoded, for a latent model), as one line: DDIM
+    (deterministic, so that successive checks compare), noise seed 0, the Hungarian assignment, in the training's
+    precision, on the device of the position table."""
     device, puzzle = table.device, config.puzzle
     noise = torch.Generator(device).manual_seed(0)
     opts = SampleOptions(steps=config.train.eval_steps, sampler="ddim", generator=noise)
+    given, pinned = told_and_pinned(anchor_pieces(batch, puzzle.anchor), puzzle.anchor)
     with autocast(device, config.train.precision):
-        positions, _ = solve(ema, diffusion, batch, table=table, opts=opts, given=given_codes(batch, puzzle.anchor),
-                             latent=getattr(puzzle, "vae", None) is not None)
+        costs, _ = code_costs(ema, diffusion, batch, table=table, opts=opts, given=given,
+                              latent=getattr(puzzle, "vae", None) is not None)
+    positions = arrange(costs, pinned_cells(batch, pinned), opts.assign)
     return " ".join(f"{k} {v.mean():.4f}" for k, v in score(puzzle, positions, batch).items())
 
 

@@ -22,10 +22,11 @@ import torch
 
 from config import Config, RunConfig, TrainConfig
 from dit import CODES, CONFIGS, DiT, DiTConfig
-from plumbing.cli import UserError, add_train_flags, check_known, check_puzzle, grid, positive, user_errors
+from plumbing.cli import UserError, check_puzzle, grid, positive, user_errors
 from puzzles import ImageConfig, ImagePuzzles
 from sources.images import DATASETS
 from train import train
+from training.flags import add_train_flags, check_known
 
 PAPER_DATASETS = ("imagenet", "jpwleg3")          # the paper's settings by default (--no-paper: the tiny recipe)
 # the settings of a run: every key of the paper's table must be a field of one of them
@@ -82,7 +83,7 @@ def make_config(args):
 
 def main(args):
     if args.resume or args.init:                 # a run that starts from a checkpoint
-        from plumbing.checkpoint import init_weights, resume
+        from training.resume import init_weights, resume
     if args.resume:
         config, start = resume(args, kind="image")
     else:

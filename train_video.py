@@ -27,11 +27,12 @@ from dataclasses import fields, replace
 import torch
 
 from config import Config, RunConfig, TrainConfig
-from plumbing.cli import UserError, add_train_flags, check_known, check_puzzle, user_errors
+from plumbing.cli import UserError, check_puzzle, user_errors
 from puzzles import VideoConfig, VideoPuzzles, curriculum_pieces
 from sources.vae import VAE_FACTOR, load_codec
 from sources.videos import FOLDER_VIDEOS, VIDEO_DATASETS
 from train import train
+from training.flags import add_train_flags, check_known
 from unet3d import CONFIGS, UNet3D, UNetConfig
 
 PAPER_DATASETS = ("clevrer", "ucf101", "qst")          # the paper's settings by default (--no-paper: the tiny recipe)
@@ -97,7 +98,7 @@ def check_curriculum(settings):
 def main(args):
     latents, args.latents = args.latents, None   # a data location, not a setting: also given with --resume
     if args.resume or args.init:                 # a run that starts from a checkpoint
-        from plumbing.checkpoint import init_weights, resume
+        from training.resume import init_weights, resume
     if args.resume:
         config, start = resume(args, kind="video")
     else:

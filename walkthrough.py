@@ -15,11 +15,11 @@ code").
 """
 import torch
 
+from config import load_checkpoint
 from diffusion import GaussianDiffusion
 from dit import DiT
-from jpdvt import SampleOptions, given_codes, model_fn, pinned_cells, position_table, puzzle_loss, score, solve
+from jpdvt import SampleOptions, anchor_pieces, model_fn, pinned_cells, position_table, puzzle_loss, score, solve
 from metrics import assign, pin
-from plumbing.checkpoint import load_checkpoint
 from puzzles import puzzle_set
 
 
@@ -42,7 +42,7 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
                                       "in [-1, 1]")
     show("true_pos", batch["true_pos"], f"(B, N): the cell each piece came from {batch['true_pos'][0].tolist()}")
     show("missing", batch["missing"], f"(B, N): content missing, to generate {batch['missing'][0].int().tolist()}")
-    given = given_codes(batch, config.puzzle.anchor)
+    given = anchor_pieces(batch, config.puzzle.anchor)
     anchor_cell = batch["true_pos"][0, 0].item()
     show("given", given, f"(B, N): code told, the anchor (piece 0; an image anchor sits at a random cell, here cell "
                          f"{anchor_cell}) {given[0].int().tolist()}")
@@ -60,7 +60,7 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
                                            f"{batch['missing'][0].int().tolist()}")
     t = torch.tensor([300])                                     # one step here; training draws one per puzzle
     torch.manual_seed(0)                                        # the noise of x_t, drawn again by puzzle_loss below
-    noise = {"code": torch.randn_like(x0), "content": torch.randn_like(batch["content"])}
+    noise = {"code": torch.randn(x0.shape), "content": torch.randn(batch["content"].shape)}
     xt = torch.where(given[..., None], x0, diffusion.q_sample(x0, t, noise["code"]))      # the anchor's stays clean
     gone = batch["missing"][..., None, None, None]
     ct = torch.where(gone, diffusion.q_sample(batch["content"], t, noise["content"]), batch["content"])
@@ -70,7 +70,7 @@ def main(ckpt_path="checkpoints/image-shapes-3x3-anchor-missing.pt", seed=0):
         pred, _ = model(xt, ct, t, batch["missing"], given)
         torch.manual_seed(0)            # diffusion.draw's first draws: t (given here), then the code's noise, then
         # the content's, as drawn above; so the code part of this loss is the MSE above
-        # as trained (a loaded checkpoint's config.train is the dict stored; train.resume makes it a TrainConfig)
+        # as trained (config.load_checkpoint types the stored settings: config.train is a TrainConfig)
         weights = {"code": config.train.weight_code, "content": config.train.weight_content}
         loss = puzzle_loss(model, diffusion, batch, table=table, given=given, weights=weights, t=t)
     mse = ((pred - x0) ** 2)[~given].mean()

@@ -132,7 +132,7 @@ def candidate_val(args):
 def finished(recipe, out_root):
     """Has recipe's run under out_root reached the --max-steps its checkpoint was trained to (a resume may change it)?
     A stopped or running one has a ckpt.pt too."""
-    from plumbing.checkpoint import load_checkpoint
+    from config import load_checkpoint
     path = os.path.join(out_root, recipe, "ckpt.pt")
     if not os.path.exists(path):
         return False

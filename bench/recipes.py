@@ -1,6 +1,6 @@
 """
 The benchmark's recipes: what `python -m bench NAME` trains and scores (each a row per evaluation), and the settings
-of the groups that score the shipped checkpoints. bench/__main__.py runs them; bench/notes.md says which decision each
+of the groups that score the shipped checkpoints. bench/__main__.py runs them; docs/choices.md says which decision each
 recipe's rows carry. Data folders are read in place (`../shared/data`); a recipe that starts from another run
 (--init) finds it under runs/bench.
 """
@@ -35,7 +35,7 @@ MMNIST_B32 = with_flag(with_flag(MMNIST, "--lr", "5e-4"), "--eval-every", "2000"
 
 # name -> (training script, training flags, evaluations: a list of extra sample.py flags, one row each)
 RECIPES = {
-    # the shipped checkpoints' recipes (bench/ship-missing.sh and `python -m bench --export` make them shippable)
+    # the shipped checkpoints' recipes (`python -m bench --export` makes a run's ckpt.pt shippable)
     "image-3x3": ("train_image.py", ["--grid", "3", "--patch-size", "16", "--batch-size", "64", "--lr", "2e-3",
                                      "--schedule", "cosine", "--max-steps", "5000"], [[]]),     # image-shapes-3x3
     "video-5x4": ("train_video.py", ["--pieces", "5", "--frames-per-piece", "4", "--lr", "1e-3", "--schedule",
@@ -58,7 +58,7 @@ RECIPES = {
     # image-photos-3x3-missing: 8000 steps of MISSING_FT, one sample and 8 (its estimator) at 0..3 missing
     "image-photos-3x3-missing-ft-8k": ("train_image.py", with_flag(MISSING_FT, "--max-steps", "8000"),
                                        VAL_MISSING_0_3 + [m + ["--samples", "8"] for m in VAL_MISSING_0_3]),
-    # the decisions behind them (bench/notes.md)
+    # the decisions behind them (docs/choices.md)
     "image-photos-3x3-missing-ft": ("train_image.py", MISSING_FT, VAL_MISSING_0_3),
     "image-photos-3x3-missing-ft-w1": ("train_image.py", MISSING_FT + ["--weight-content", "1.0"], VAL_MISSING_0_3),
     # the shapes mix against photos only (the rows: before the val split, on all 205 photos)

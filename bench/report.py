@@ -2,8 +2,8 @@
 The benchmark's record: rows in bench/results.json (one per evaluation, baseline or measurement, each with its
 command, machine, date, training minutes and metrics) and the log written from them, bench/BENCHMARKS.md: a table per
 group (the command that reproduces a group written once, above its table; every row's exact command stays in
-results.json). `python -m bench` with no names only rewrites the log. The decisions the rows carry are
-bench/notes.md, the headline tables bench/README.md.
+results.json). `python -m bench` with no names only rewrites the log. results.json keeps the rows that the pages
+cite (README.md, docs/, bench/README.md; tests/test_cited.py checks them); the decisions they carry are docs/choices.md.
 """
 import fcntl
 import json
@@ -13,7 +13,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))      # the repository root, parent of bench/
 RESULTS = os.path.join(ROOT, "bench", "results.json")
-HISTORY = "5dd97e0"           # the last commit whose results.json and BENCHMARKS.md hold every row since 2026-11-26
+HISTORY = "39cc19a"           # the last commit whose results.json holds the rows no page cites (bench/README.md)
 
 
 def load_results():
@@ -45,10 +45,10 @@ def save_result(key, row):
         os.replace(RESULTS + ".tmp", RESULTS)
 
 
-KEYS = ["piece_acc", "puzzle_acc", "kendall", "exact", "kendall_rev", "piece_acc_x0_hat", "piece_acc_noisy_code",
-        "mae", "rmse", "sec_per_puzzle", "steps_per_s", "gflop_per_step", "tflop_per_s", "mfu", "puzzles_per_s_ddim50",
-        "images_per_s", "workers", "batch", "params_M", "estimated_gib", "git_MiB", "checkpoints_MiB", "params_M_min",
-        "params_M_max", "passed", "skipped", "test_suite_seconds", "wall_minutes_whole_command"]
+KEYS = ["piece_acc", "puzzle_acc", "kendall", "exact", "kendall_rev", "mae", "rmse", "sec_per_puzzle", "steps_per_s",
+        "gflop_per_step", "tflop_per_s", "mfu", "puzzles_per_s_ddim50", "images_per_s", "workers", "batch", "params_M",
+        "estimated_gib", "params_M_min", "params_M_max", "passed", "skipped", "test_suite_seconds",
+        "wall_minutes_whole_command"]
 
 
 def seconds(x):
@@ -70,10 +70,15 @@ GROUPS = {
     "recipes": ("Recipes (train + score)",
                 "`python -m bench RECIPE` trains a recipe (`bench/recipes.py`), then scores it with `sample.py "
                 "--num-puzzles 200 --seed 1 --sampler ddim` and the evaluation's flags (`--score-only`: scores again)"),
-    "confidence": ("The shipped image checkpoints on test, their README flags (and their confidence's ECE)", None),
+    "intervals": ("The shipped checkpoints on test with 95% intervals (the README's Results, docs/)",
+                  "`python -m bench.intervals DIR` on the folder of `python sample.py --ckpt checkpoints/NAME.pt "
+                  "--seed 1 --out DIR` and the page's flags (bench/README.md)"),
+    "judge": ("The judge over samples (docs/judge.md; its val choices: docs/choices.md)",
+              "`python -m bench.judge --ckpt CKPT --split SPLIT ...`, one run per setting (each row's exact command: "
+              "results.json)"),
+    "confidence": ("The confidence of your own pieces (val), and the gap model with 32 samples (test)", None),
     "ensemble": ("The gap model with one sample a puzzle", "`python -m bench ensemble`"),
     "assign": ("Assignment: the Hungarian method against the paper's greedy rule", "`python -m bench assign`"),
-    "masked": ("The masked-photo model (`bench/ship-missing.sh`)", None),
     "drawn": ("The drawn pieces against simple fills (val)", "`python -m bench.drawn CKPT --missing K`"),
     "baselines": ("The classic solvers on the same puzzles",
                   "`python -m bench baselines` (`val` rows: `baselines-val`); exhaustive placement"),
@@ -82,16 +87,14 @@ GROUPS = {
     "one-call val": ("The sampler on val: DDIM-50 against DDPM-50", "`python -m bench one-call-val`"),
     "candidate-val": ("Moving MNIST candidates and their estimators on val clips",
                       "`python -m bench candidate-val` (`--clips 1000`, `--seed 2`: the rows that say so)"),
-    "eps-vs-x0": ("eps against x0: held-out val checks, per-t probes, crossed variants",
-                  "`python -m bench.eps_curves runs/eps` (`--tokens LOGS`: the tokens rows), `python -m "
-                  "bench.eps_probe CKPT --record NAME`; the variants: `git show 5dd97e0:bench/eps_variants.py`"),
+    "eps-vs-x0": ("eps against x0: held-out val checks of training runs", None),
     "throughput": ("Throughput", "`python -m bench throughput` (`--device cuda`: the (cuda) row; the (NVIDIA H200) "
                                  "rows: `bench/gpu.py`, recorded by `python -m bench gpu-record`), `memory-estimate`"),
     "loader": ("Data loading (pictures a second)", "`python -m bench loader-imagenet`, `loader-prepared`; the design "
-                                                   "card's row: `bench/gpu-eps.sh`"),
+                                                   "card's row: its own command, on a lent GPU"),
     "quickstart": ("The Quickstart and the tests, as the README runs them", None),
     "walkthrough": ("The walkthrough's model (`checkpoints/image-shapes-3x3-anchor-missing.pt`)", None),
-    "pictures": ("The README's pictures", "`bash bench/pictures.sh`"),
+    "pictures": ("The README's pictures", None),
     "repository": ("The repository", None),
 }
 
@@ -193,7 +196,7 @@ def render():
     lines = ["# Benchmarks", "",
              f"Older rows, and this log with all of them: `git show {HISTORY}:bench/BENCHMARKS.md`.", "",
              "Written by `python -m bench` from `bench/results.json` (each row's command, machine, date): the rows "
-             "that the README, `bench/README.md` and `bench/notes.md` cite. Test puzzles: fresh seeds (`--seed 1` "
+             "that the README, `docs/` and `bench/README.md` cite. Test puzzles: fresh seeds (`--seed 1` "
              "unless said), disjoint from training; photo rows: 8 passes over the 39 test photos (or the 22 val "
              "photos). Fractions; Kendall distances strict; n: puzzles per pass; train min: wall minutes. Machine: CPU "
              "cores or GPU (under a table when its rows share it); thr: `OMP_NUM_THREADS`; hand-run rows' "

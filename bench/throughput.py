@@ -21,7 +21,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from diffusion import GaussianDiffusion
 from dit import CONFIGS as DIT_CONFIGS
 from dit import DiT
-from jpdvt import SampleOptions, given_codes, position_table, puzzle_loss, solve
+from jpdvt import SampleOptions, anchor_pieces, position_table, puzzle_loss, solve
 from plumbing.cli import autocast
 from posenc import grid_table
 from puzzles import ImageConfig, collate, puzzle_set
@@ -66,7 +66,7 @@ def train_step_of(puzzle, net_cfg, batch, device, precision="fp32", compiled=Fal
     net = torch.compile(model) if compiled else model
     opt = torch.optim.AdamW(model.parameters(), fused=device.type == "cuda")
     table = position_table(SimpleNamespace(puzzle=puzzle, model=net_cfg)).to(device)
-    diffusion, given = GaussianDiffusion(1000, "x0"), given_codes(batch, puzzle.anchor)
+    diffusion, given = GaussianDiffusion(1000, "x0"), anchor_pieces(batch, puzzle.anchor)
 
     def train_step():
         with autocast(device, precision):
@@ -87,7 +87,7 @@ def measure(device, steps=10, only=None):
         data = puzzle_set(puzzle, "train", 0)
         b = {k: v.to(device) for k, v in collate([data[i] for i in range(batch)]).items()}
         table = position_table(SimpleNamespace(puzzle=puzzle, model=net_cfg)).to(device)
-        given, flops = given_codes(b, puzzle.anchor), None
+        given, flops = anchor_pieces(b, puzzle.anchor), None
         for precision, compiled in PRECISIONS:
             train_step, model = train_step_of(puzzle, net_cfg, b, device, precision, compiled)
             if flops is None:
@@ -123,7 +123,7 @@ def memory_estimate(batch=256, measured=2):
         saved[t.data_ptr()] = t.numel() * t.element_size()
         return t
     with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t), torch.autocast("cpu", dtype=torch.bfloat16):
-        puzzle_loss(model, GaussianDiffusion(1000, "x0"), data, grid_table(3, 3), given_codes(data, True), None)
+        puzzle_loss(model, GaussianDiffusion(1000, "x0"), data, grid_table(3, 3), anchor_pieces(data, True), None)
     per_puzzle = sum(saved.values()) / measured
     return {f"memory estimate dit-base b{batch} bf16": {
         "params_M": params / 1e6, "activations_gib_per_puzzle": per_puzzle / 2 ** 30,

@@ -1,2 +1,2 @@
-"""How the scripts run (not in the paper): errors, argparse types, the training and sampling flags, devices and the
-checks of a puzzle's settings (cli.py), and reading checkpoints, --init and --resume (checkpoint.py)."""
+"""How the scripts run (not in the paper), importing nothing of the method: errors, argparse types, the checks of a
+puzzle's settings and the device (cli.py)."""

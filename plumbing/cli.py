@@ -1,8 +1,8 @@
 """
-What the scripts (train_image.py, train_video.py, sample.py, mnist.py) share on the command line: clean errors,
-argparse types, the training flags (`add_train_flags`), the sampling flags and the sampling line
-(`add_sampling_flags`, `sampling_settings`; sample.py and python -m solving.own), the checks of a grid and of a
-puzzle's settings (`parse_grid`, `check_puzzle`) and the device (`resolve_device`, `cpu_threads`). Not in the paper.
+What every script shares on the command line, in three parts that import nothing of the method: clean errors
+(`UserError`, `user_errors`), argparse types and the checks of a puzzle's settings (`positive`, `grid`,
+`check_puzzle`), and the device a script runs on (`resolve_device`, `cpu_threads`, `autocast`). Not in the paper.
+The flags of each script live beside it: sample.py's sampling flags, training/flags.py's training flags.
 
 A wrong flag, a missing file or an unreadable dataset raises `UserError` with one sentence that names the flag or
 file and says what to do; `user_errors` turns it into one `error: ...` line and exit code 2, never a traceback.
@@ -13,26 +13,16 @@ file and says what to do; `user_errors` turns it into one `error: ...` line and 
 """
 import argparse
 import contextlib
-import dataclasses
 import math
 import os
-import pickle
 import re
 import sys
-import zipfile
 
 import torch
 
-from diffusion import PREDICTIONS, SAMPLERS
-from jpdvt import SampleOptions
-from metrics import ASSIGNERS
-
-PRECISIONS = {"auto": "bf16 on CUDA, fp32 on CPU and mps", "fp32": "full precision", "bf16": "bfloat16 autocast",
-              "fp16": "float16 autocast + grad scaling (CUDA)"}
-AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}   # solving's --precision: autocast dtype
-SCHEDULES = {"constant": "constant after the warm-up (the paper states no learning-rate schedule)",
-             "cosine": "cosine decay from step 0 to 0 at --max-steps, times the warm-up ramp"}
-
+# ----------------------------------------------------------------------------
+# Errors
+# ----------------------------------------------------------------------------
 
 class UserError(ValueError):
     """A user-facing problem with settings or data; the message is one sentence saying what to do."""
@@ -57,7 +47,7 @@ def end_process_group():
 
 
 # ----------------------------------------------------------------------------
-# Argparse types (argparse names the flag in its error)
+# Argparse types (argparse names the flag in its error) and the checks of a puzzle's settings
 # ----------------------------------------------------------------------------
 
 def at_least(low):
@@ -124,152 +114,6 @@ def parse_grid(text):
     return rows, cols
 
 
-def add_train_flags(p, defaults):
-    """The flags both training scripts share (help text on each); `defaults`: the script's recipe (a
-    train.TrainConfig), shown in the help. A setting flag left out is None: the script's make_config fills it."""
-    d = defaults
-    p.add_argument("--prediction", choices=PREDICTIONS,
-                   help="network target: x0, the clean codes (default, as in the authors' released video code; eps "
-                        "stayed at chance here: docs/choices.md) or eps, the noise (the paper's "
-                        "text)")
-    p.add_argument("--batch-size", type=positive, help=f"puzzles per step, over all processes: with torchrun each of "
-                                                       f"W processes takes B / W (default {d.batch_size})")
-    p.add_argument("--accum", type=positive,
-                   help=f"gradient accumulation: split each process's share of --batch-size into K micro-batches, "
-                        f"so the global batch fits in less memory (the same update to float tolerance; default "
-                        f"{d.accum})")
-    p.add_argument("--lr", type=positive_float, help=f"AdamW learning rate (default {d.lr}; paper: 1e-4)")
-    p.add_argument("--warmup", type=non_negative,
-                   help=f"linear learning-rate warmup steps, 0 = none (default {d.warmup})")
-    p.add_argument("--schedule", choices=SCHEDULES, help=f"learning-rate schedule (default {d.schedule})")
-    p.add_argument("--max-steps", type=positive, help=f"total training steps (default {d.max_steps})")
-    p.add_argument("--ema-decay", type=decay,
-                   help=f"largest decay of the EMA of the weights used for sampling; it grows as (1 + step) / (10 + "
-                        f"step) up to this (default {d.ema_decay}; paper settings: 0.9999, the authors' and DiT's)")
-    p.add_argument("--weight-code", type=non_negative_float, help=f"loss weight of the positional codes (default "
-                                                           f"{d.weight_code})")
-    p.add_argument("--weight-content", type=non_negative_float,
-                   help=f"loss weight of missing pieces' content (default {d.weight_content}); each part's loss is a "
-                        "mean over its generated entries, so this weight does not grow with the number missing")
-    p.add_argument("--clip", type=non_negative_float,
-                   help=f"clip the gradient's norm at this, 0 = no clipping (default {d.clip}; the paper states none)")
-    p.add_argument("--precision", choices=PRECISIONS, help=f"training precision (default {d.precision})")
-    p.add_argument("--seed", type=non_negative,
-                   help=f"seed of the data stream, noise and initial weights (default {d.seed})")
-    p.add_argument("--ckpt-every", type=positive, help=f"write ckpt.pt every N steps (default {d.ckpt_every})")
-    p.add_argument("--eval-every", type=non_negative,
-                   help=f"check accuracy on a fixed batch of val puzzles every N steps, 0 = only at the end (default "
-                        f"{d.eval_every})")
-    p.add_argument("--eval-puzzles", type=positive, help=f"size of that batch (default {d.eval_puzzles})")
-    p.add_argument("--eval-steps", type=positive, help=f"DDIM steps for that check (default {d.eval_steps})")
-    p.add_argument("--paper", action=argparse.BooleanOptionalAction, default=None,
-                   help="take every setting not given as a flag from the paper's table for --dataset "
-                        "(configs/paper.py); on by default for the datasets only the paper's setting makes sense on: "
-                        "imagenet, jpwleg3, clevrer, ucf101, qst")
-    p.add_argument("--out", default=None, help="output folder: ckpt.pt and log.txt (default: out/run, or with "
-                                               "--resume the checkpoint's folder)")
-    p.add_argument("--resume", default=None,
-                   help="continue this ckpt.pt exactly, with its settings: only --max-steps, --ckpt-every, "
-                        "--eval-every, --data-dir (the same data, moved) and how the process runs (--out, --device, "
-                        "--workers, --compile, --log-every) may be given")
-    p.add_argument("--init", default=None,
-                   help="fine-tune: start from this checkpoint's (EMA) weights with a fresh optimizer at step 0")
-    p.add_argument("--device", default="auto",
-                   help="auto (a CUDA GPU, else a Mac's GPU, mps, else the CPU), cpu, cuda, cuda:N or mps (torchrun "
-                        "sets one per process)")
-    p.add_argument("--log-every", type=positive, default=50,
-                   help="log the mean losses every N steps (reading them syncs the device, so not every step; "
-                        "default 50)")
-    p.add_argument("--workers", type=non_negative, default=1,
-                   help="data-loading processes (0 = in the main process; default 1)")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model (GPU speed-up)")
-
-
-# ----------------------------------------------------------------------------
-# Sampling flags (sample.py, python -m solving.own)
-# ----------------------------------------------------------------------------
-
-SAMPLING = {"steps": 50, "sampler": "ddpm", "samples": 1, "assign": "hungarian"}  # unless the checkpoint's "sampling"
-# (chosen on val) or a flag says otherwise
-JUDGES = ("none", "classic")                 # solving/judge.py: none (the paper's method) or classic
-
-
-def add_sampling_flags(p):
-    """The flags of opening a checkpoint and sampling its codes."""
-    p.add_argument("--ckpt", required=True, help="ckpt.pt written by train_image.py or train_video.py")
-    p.add_argument("--seed", type=non_negative, default=0, help="seed of the puzzles (shuffles, crops) and of the "
-                                                                "sampling noise (default 0)")
-    p.add_argument("--steps", type=positive, help="sampling steps, respaced out of T = 1000. --steps, --sampler, "
-                   "--samples and --assign default to the sampling the checkpoint stores (chosen on val), else to "
-                   "50, ddpm, 1, hungarian")
-    p.add_argument("--sampler", choices=SAMPLERS,
-                   help="ddpm (ancestral: fresh noise at every step) or ddim (deterministic: only the starting noise "
-                        "is random); default: the checkpoint's, else ddpm")
-    p.add_argument("--samples", type=positive,
-                   help="independent samples of the codes per puzzle, assigned on their mean distance (not in the "
-                        "paper, which samples once; K times the sampling time); default: the checkpoint's, else 1")
-    p.add_argument("--assign", choices=ASSIGNERS,
-                   help="codes -> positions: hungarian (optimal, the least total distance) or greedy (the paper's "
-                        "text: piece by piece, the closest free position); default: the checkpoint's, else hungarian")
-    p.add_argument("--judge", choices=JUDGES, default="none",
-                   help="none (default: the paper's method) or classic: of the samples' arrangements (each sample's "
-                        "and their mean's), keep the one whose pieces fit best across their cuts (clips) or, improved "
-                        "by swaps, their borders (images, Gallagher's MGC); not in the paper (solving/judge.py)")
-    p.add_argument("--device", default="auto",
-                   help="auto (a CUDA GPU, else a Mac's GPU, mps, else the CPU), cpu, cuda, cuda:N or mps")
-    p.add_argument("--precision", default="fp32", choices=AUTOCAST,
-                   help="arithmetic: fp32 (the default, as every figure was measured), or bf16 or fp16 autocast")
-    p.add_argument("--vae", default=None, help="latent video checkpoints: the autoencoder folder, if it moved since "
-                                               "training (default: the training run's)")
-
-
-def open_checkpoint(args):
-    """(checkpoint, jpdvt.SampleOptions, device, what metrics.json records of the sampling) of --ckpt (read_checkpoint):
-    the sampling of the flags given, else the checkpoint's stored "sampling" (chosen on val), else SAMPLING, its noise
-    seeded by --seed on --device (on a CPU with a core left free: cpu_threads). Prints the sampling line: each
-    setting and where it came from."""
-    ckpt = read_checkpoint(args.ckpt)
-    if args.steps is not None and args.steps > 1000:
-        raise UserError(f"--steps {args.steps} is more than the model's 1000 diffusion steps; use at most 1000")
-    stored = ckpt.get("sampling", {})
-    chosen = f"the checkpoint's, chosen on {stored['chosen']}" if "chosen" in stored else "the checkpoint's"
-    where = {k: "flag" if getattr(args, k) is not None else chosen if k in stored else "default" for k in SAMPLING}
-    values = {k: getattr(args, k) if where[k] == "flag" else stored.get(k, SAMPLING[k]) for k in SAMPLING}
-    sources = {w: [k for k in SAMPLING if where[k] == w] for w in dict.fromkeys(where.values())}
-    ensemble = " averaged (ours, not the paper's)" if values["samples"] > 1 else ""
-    print(f"sampling: {values['sampler']}, {values['steps']} steps, {values['samples']} sample(s){ensemble}, "
-          f"{values['assign']} assignment, judge {args.judge} (" +
-          "; ".join(f"{', '.join(ks)}: {w}" for w, ks in sources.items()) + ")")
-    device = resolve_device(args.device)
-    cpu_threads(device, world=1, workers=1)    # a core left free: on a busy machine, threads wait on each other
-    noise = torch.Generator(device).manual_seed(args.seed)
-    described = {**values, "judge": args.judge, "sampling_from": where, "precision": args.precision}
-    return ckpt, SampleOptions(**values, generator=noise), device, described
-
-
-def read_checkpoint(path):
-    """ckpt.pt as train.py wrote it, {format, config (plain dicts with "kind"), model, ema, opt, step}, loaded safely
-    (weights_only: tensors and plain types, no code runs); a missing, unsafe, truncated or foreign file is refused in
-    one sentence."""
-    if not os.path.isfile(path):
-        raise UserError(f"checkpoint {path} does not exist; pass the ckpt.pt written by a training run")
-    if not zipfile.is_zipfile(path):
-        raise UserError(f"checkpoint {path} is truncated or not a PyTorch checkpoint; pass the ckpt.pt of a training "
-                        "run or one of checkpoints/*.pt")
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
-        raise UserError(f"checkpoint {path} holds objects other than tensors and plain types; refusing to load "
-                        "it (it could run code)") from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError):
-        raise UserError(f"checkpoint {path} is truncated or not a PyTorch checkpoint; use an intact ckpt.pt") \
-            from None
-    if not isinstance(ckpt, dict) or not {"config", "ema", "step"} <= set(ckpt) or \
-            not isinstance(ckpt["config"], dict) or ckpt["config"].get("kind") not in ("image", "video"):
-        raise UserError(f"checkpoint {path} is not a jpdvt checkpoint (it lacks config/ema/step)")
-    return ckpt
-
-
 def check_puzzle(p):
     """Refuse, in one sentence, the settings of a puzzle (a puzzles.ImageConfig or VideoConfig) that cannot make one:
     --missing must leave the anchor and at least one more piece to place; a clip needs 2 pieces of 1 frame or more."""
@@ -290,6 +134,13 @@ def check_missing(missing, pieces, kept, what):
     """--missing must leave the `kept` always-given pieces (the anchor) and at least one more piece to place."""
     if not 0 <= missing < pieces - kept:
         raise UserError(f"--missing must be between 0 and {pieces - 1 - kept} for {what}, got {missing}")
+
+
+# ----------------------------------------------------------------------------
+# The device
+# ----------------------------------------------------------------------------
+
+AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}   # solving's --precision: autocast dtype
 
 
 def mps_available():
@@ -343,18 +194,14 @@ def autocast(device, precision):
     return torch.autocast(device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
 
 
-# ----------------------------------------------------------------------------
-# Settings: dataclass defaults, then the paper's table, then the flags (each script's make_config)
-# ----------------------------------------------------------------------------
-
-NOT_FIELDS = {"model", "epochs", "paper", "resume", "init"}   # keys of a script's settings that name no field: the
-# network's size, --epochs (sets max_steps) and how a run starts
-
-
-def check_known(settings, classes, source):
-    """Refuse, named, a key of `settings` (from `source`, e.g. the paper's table) that is a field of none of `classes`:
-    a mistyped key must not be dropped without a word."""
-    known = NOT_FIELDS | {f.name for cls in classes for f in dataclasses.fields(cls)}
-    unknown = sorted(set(settings) - known)
-    if unknown:
-        raise UserError(f"{source} has a setting that jpdvt does not know: {unknown[0]}; correct or remove it")
+@contextlib.contextmanager
+def solving_threads(device):
+    """On a CPU, a compute thread per core but one while solving (cpu_threads; OMP_NUM_THREADS, if set, decides), then
+    the process's own count again: a thread per core makes the threads wait on each other on a machine busy with
+    other work, and a library call leaves the process's setting as it found it."""
+    before = torch.get_num_threads()
+    cpu_threads(device, world=1, workers=1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

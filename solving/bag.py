@@ -6,13 +6,15 @@ the paper.
 python -m solving.own --pieces / --frames (solving/own.py) writes what it returns.
 
 The confidence is the agreement between samples: the bag is solved with at least CONFIDENCE_SAMPLES samples of the
-codes and placed by their mean distance (jpdvt.arrange, or the judge when asked); a piece's confidence is the share
-of the samples that, each assigned on its own, put it in the same place, and the puzzle's the share that agree on
-every place.
+codes and placed by their mean distance (jpdvt.arrange, the model's own answer, or the judge when asked); a piece's
+confidence is the share of the samples that, each assigned on its own, put it in the same place, and the puzzle's the
+share that agree on every place. Under the judge it is the samples' agreement with the judge's board, which may be low
+for a right board the samples missed; Result.moved says how many pieces the judge moved from the model's own answer.
 
     result = solving.load("checkpoints/image-photos-3x3.pt").solve(pieces)   # a Result
     result.positions, result.confidence, result.puzzle_confidence, result.image
 """
+import os
 from dataclasses import dataclass, replace
 from typing import Optional
 
@@ -20,7 +22,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from jpdvt import arrange, follow_cells, pinned_cells
+from jpdvt import arrange, pinned_cells, place
 from metrics import assign, pin
 from pictures import DISPLAY, assemble, enlarge, mark_cells
 from plumbing.cli import UserError
@@ -30,7 +32,8 @@ from sources.files import as_image, clip_frames, piece_pixels
 
 @dataclass
 class Result:
-    """What solve(pieces) found, for the pieces in the order given."""
+    """What solve(pieces) found, for the pieces in the order given. "The answer" is the model's own (the samples'
+    mean distance) or, with a judge, the judge's board, which the samples may not share (moved says how far)."""
     positions: np.ndarray          # (N, 2) (row, col) of each piece; video models: (N,) time slot of each piece
     confidence: Optional[np.ndarray]   # (N,) share of the samples that put each piece where the answer does
     puzzle_confidence: Optional[float]  # share of the samples that agree with the answer on every piece
@@ -38,6 +41,7 @@ class Result:
     generated: np.ndarray          # images: (M, 2) (row, col) of the cells whose content was generated
     cells: np.ndarray              # images: the raster cell of every piece, given then generated (animations)
     tiles: np.ndarray              # images: the given pieces at the picture's resolution (N, S, S, 3) in [0, 1]
+    moved: Optional[int] = None    # with a judge: how many pieces it put elsewhere than the model's own answer
 
 
 CONFIDENCE_SAMPLES = 8       # samples of a bag's codes at least, for the agreement between them
@@ -46,26 +50,63 @@ CONFIDENCE_SAMPLES = 8       # samples of a bag's codes at least, for the agreem
 def solve_bag(solver, pieces, pins, judge="none", callback=None):
     """Solver.solve: a bag of image pieces or clips (a list, an array or a {name: piece} dict), at least
     CONFIDENCE_SAMPLES samples; judge: "none" or "classic" (solving/judge.py)."""
-    names = list(pieces) if isinstance(pieces, dict) else list(range(len(pieces)))
-    pieces = dict(zip(names, pieces.values() if isinstance(pieces, dict) else pieces))
+    pieces = bag_of(pieces, solver.config.puzzle.kind)
     opts = replace(solver.opts, samples=max(solver.opts.samples, CONFIDENCE_SAMPLES), callback=callback)
+    opts = solver.with_judge(judge, opts)
     if solver.config.puzzle.kind == "video":
-        return order_clips(solver, pieces, pins, opts, judge)
-    return solve_image_bag(solver, pieces, pins, opts, judge)
+        return order_clips(solver, pieces, pins, opts)
+    return solve_image_bag(solver, pieces, pins, opts)
 
 
-def place(solver, costs, batch, pinned, opts, judge):
-    """(positions (N,), confidence (n,), puzzle confidence) of a bag of one puzzle, from its per-sample costs (S, 1, N,
-    P): jpdvt.arrange (the pinned pieces on their cells) or the judge's pick, and the samples' agreement with that
-    answer over its n pieces with content."""
+def bag_of(pieces, kind):
+    """{name: piece} of what solve was given: a {name: piece} dict, a list or an array of pieces (names 0, 1, ...).
+    One image or clip, a path among the pieces, or no collection at all is refused in one sentence."""
+    what = "PIL images or (H, W, 3) arrays" if kind == "image" else "(F, H, W, C) clips"
+    if one_picture(pieces, kind):
+        one = (f"one image of {pieces.width}x{pieces.height} px" if isinstance(pieces, Image.Image) else
+               f"one array of shape {tuple(pieces.shape)}")
+        raise UserError(f"solve takes a list of pieces ({what}), not {one}; cut it into its pieces and pass them as a "
+                        "list")
+    try:
+        bag = dict(pieces) if isinstance(pieces, dict) else dict(enumerate(pieces))
+    except TypeError:
+        raise UserError(f"solve takes a list of pieces ({what}), not an object of type {type(pieces).__name__}; "
+                        "put the pieces in a list") from None
+    for name, piece in bag.items():
+        if isinstance(piece, (str, bytes, os.PathLike)):
+            raise UserError(f"piece {name} is a path ({os.fsdecode(piece)!r}), not a picture; solve takes the pieces "
+                            "themselves: open the files first (PIL.Image.open), or pass their folder to python -m "
+                            "solving.own")
+    return bag
+
+
+def one_picture(pieces, kind):
+    """Whether solve was given one image ((H, W) or (H, W, C)) or one clip ((F, H, W)) instead of a bag of them."""
+    ndim = getattr(pieces, "ndim", None)
+    if isinstance(pieces, Image.Image) or ndim in (0, 1, 2):
+        return True
+    return ndim == 3 and (kind == "video" or pieces.shape[-1] in (1, 3, 4))
+
+
+def check_size(name, height, width, side, what="pieces"):
+    """Refuse a piece (a clip: its frames) under half the model's `side` px: upscaled that far, it holds too little
+    to place."""
+    if 2 * min(height, width) < side:
+        raise UserError(f"piece {name} is {width}x{height} px, less than half this model's {side} px {what}; pass "
+                        f"{what} at least {(side + 1) // 2} px a side")
+
+
+def answer(costs, generated, batch, pinned, opts):
+    """(positions (N,), content, confidence (n,), puzzle confidence, moved) of a bag of one puzzle, from its
+    per-sample costs (S, 1, N, P): jpdvt.place (the model's own answer, the pinned pieces on their cells, or with
+    opts.judge the judge's pick; each empty cell's drawing follows it), the samples' agreement with that answer over
+    its n pieces with content, and (judge only) how many of them the judge moved from the model's own answer."""
     n = int((~batch["missing"][0]).sum())
     cells = pinned_cells(batch, pinned)
-    if judge == "none":
-        positions = arrange(costs, cells, opts.assign)[0]
-    else:
-        positions = solver.judged(costs, batch, pinned, opts)[0]
-    return (positions, *agreement(costs[:, 0].float().cpu().numpy(), positions, cells[0].cpu().numpy(), opts.assign,
-                                  n))
+    positions, generated = place(costs, generated, batch, opts, cells)
+    moved = None if opts.judge is None else int((positions[0, :n] != arrange(costs, cells, opts.assign)[0, :n]).sum())
+    conf, whole = agreement(costs[:, 0].float().cpu().numpy(), positions[0], cells[0].cpu().numpy(), opts.assign, n)
+    return positions[0], generated, conf, whole, moved
 
 
 def agreement(costs, positions, pinned, method, n):
@@ -77,7 +118,7 @@ def agreement(costs, positions, pinned, method, n):
     return same.mean(0), float(same.all(1).mean())
 
 
-def solve_image_bag(solver, pieces, pins, opts, judge):
+def solve_image_bag(solver, pieces, pins, opts):
     """A bag of image pieces ({name: piece}) solved by `solver`: each piece's cell, the confidence and the assembled
     picture, generated content in the empty cells (outlined in red)."""
     names, pieces = list(pieces), list(pieces.values())
@@ -88,6 +129,8 @@ def solve_image_bag(solver, pieces, pins, opts, judge):
         raise UserError(f"{n} pieces do not fit the model's {grid[0]}x{grid[1]} grid; give between 1 and {cells}")
     pins = check_pins(pins or {}, n, grid, anchored=solver.trained.anchor)
     images = [as_image(p, name) for name, p in zip(names, pieces)]
+    for name, im in zip(names, images):
+        check_size(name, im.height, im.width, side)
     content = np.zeros((cells, side, side, 3), np.float32)
     content[:n] = [piece_pixels(im, side, name) for name, im in zip(names, images)]
     true_pos, pinned = np.zeros(cells, np.int64), np.zeros(cells, bool)
@@ -98,19 +141,17 @@ def solve_image_bag(solver, pieces, pins, opts, judge):
     batch = {k: v.to(solver.device) for k, v in batch.items()}
     given, pinned = solver.told(batch, torch.from_numpy(pinned)[None].to(solver.device))
     costs, generated = solver.costs(batch, given, opts)
-    pos, conf, whole = place(solver, costs, batch, pinned, opts, judge)          # a pinned piece keeps its cell
-    if opts.samples > 1 and batch["missing"].any():   # each empty cell shows the drawing made for it (jpdvt.solve)
-        generated = follow_cells(generated, costs, pos[None], batch)
+    pos, generated, conf, whole, moved = answer(costs, generated, batch, pinned, opts)   # pins keep their cells
     show = int(min(DISPLAY, max(side, np.median([min(im.size) for im in images]))))   # the pieces' own pixels
     tiles = np.stack([piece_pixels(im, show, name) for name, im in zip(names, images)])
     every = np.concatenate([tiles, enlarge(generated[0, n:], show, smooth=True)])
     img = mark_cells(assemble(every, pos, grid, border=2, fill=1.0), pos[n:], grid, side=show, border=2)
     return Result(positions=np.stack(divmod(pos[:n], grid[1]), axis=1), confidence=conf,
                   puzzle_confidence=whole, image=Image.fromarray((img * 255).round().astype(np.uint8)),
-                  generated=np.stack(divmod(pos[n:], grid[1]), axis=1), cells=pos, tiles=tiles)
+                  generated=np.stack(divmod(pos[n:], grid[1]), axis=1), cells=pos, tiles=tiles, moved=moved)
 
 
-def order_clips(solver, clips, pins, opts, judge):
+def order_clips(solver, clips, pins, opts):
     """Video models: the time slot of each clip ({name: clip}); the pinned piece is the first (the model's anchor)."""
     puzzle = solver.config.puzzle
     if len(clips) != puzzle.pieces:
@@ -120,6 +161,9 @@ def order_clips(solver, clips, pins, opts, judge):
     if len(pins) != 1 or any(slot != 0 for slot in pins.values()):
         raise UserError("a video model is told which piece comes first, its anchor: pin it (pins={index: 0}; python "
                         "-m solving.own --pin FILE=0)")
+    for name, clip in clips.items():
+        if np.ndim(clip) in (3, 4):                                    # (F, H, W) or (F, H, W, C)
+            check_size(name, *np.shape(clip)[1:3], puzzle.size, "frames")
     frames = [clip_frames(c, puzzle, name) for name, c in clips.items()]
     first = next(iter(pins))
     order = [first] + [i for i in range(len(clips)) if i != first]         # the first piece in front, as trained
@@ -127,12 +171,12 @@ def order_clips(solver, clips, pins, opts, judge):
              "true_pos": torch.arange(len(clips))[None], "missing": torch.zeros(1, len(clips), dtype=bool)}
     batch = {k: v.to(solver.device) for k, v in batch.items()}
     given, pinned = solver.told(batch)
-    costs = solver.costs(batch, given, opts)[0]
-    pos, conf, whole = place(solver, costs, batch, pinned, opts, judge)        # the anchor keeps the first slot
+    costs, generated = solver.costs(batch, given, opts)
+    pos, _, conf, whole, moved = answer(costs, generated, batch, pinned, opts)   # the anchor keeps the first slot
     slots, sure = np.empty(len(clips), np.int64), np.empty(len(clips))
     slots[order], sure[order] = pos, conf
     return Result(positions=slots, confidence=sure, puzzle_confidence=whole, image=None,
-                  generated=np.zeros((0, 2), int), cells=slots, tiles=None)
+                  generated=np.zeros((0, 2), int), cells=slots, tiles=None, moved=moved)
 
 
 def check_pins(pins, n, grid, anchored):

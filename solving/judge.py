@@ -10,9 +10,8 @@ of a clip (solving/borders.py: the blurred last frame of one against the first o
 improved by swaps of pieces while its border energy drops (solving/search.py: Gallagher's MGC across every border,
 plus the model's own costs where gaps erode the borders). bench/judge.py measures it (docs/judge.md).
 
-    costs, content = jpdvt.code_costs(model, diffusion, batch, table, opts, given)     # (S, B, N, P), S samples
-    positions = judge(costs, batch["content"], batch["missing"], jpdvt.pinned_cells(batch, given), "hungarian",
-                      puzzle)                                                          # its ImageConfig/VideoConfig
+    opts = replace(opts, judge=judge_for("classic", puzzle, opts.assign))       # puzzle: its ImageConfig/VideoConfig
+    positions, content = jpdvt.solve(model, diffusion, batch, table, opts, given)   # jpdvt.place calls the judge
 """
 import numpy as np
 import torch
@@ -21,7 +20,7 @@ from metrics import assign_batch
 from solving.borders import ENERGY, cut_energy, edge_energy
 from solving.search import search
 
-JUDGES = {"none": "the samples' mean distance decides the assignment (the paper's method)",
+JUDGES = {"none": "the samples' mean distance decides the assignment (the paper's method, without a judge)",
           "classic": "of the samples' arrangements (each sample's and their mean's), keep the one whose pieces fit "
                      "best across their cuts (clips) or, improved by swaps, their borders (images: Gallagher's MGC); "
                      "not in the paper"}
@@ -51,6 +50,16 @@ def pick(cands, content, missing, grid=None, energy=ENERGY):
     cands, missing = cands.to(content.device), missing.to(content.device)
     e = edge_energy(content, cands, missing, grid, energy) if grid else cut_energy(content, cands, missing, energy)
     return cands.gather(0, e.argmin(0)[None, :, None].expand(1, *cands.shape[1:]))[0].cpu().numpy()
+
+
+def judge_for(name, puzzle, method):
+    """SampleOptions.judge of a name of JUDGES: None (the assignment alone, as in the paper) or judge(costs, batch,
+    cells) bound to the puzzles' settings and the assignment method."""
+    if name not in JUDGES:
+        raise ValueError(f"judge must be one of {', '.join(JUDGES)}, got {name!r}")
+    if name == "none":
+        return None
+    return lambda costs, batch, cells: judge(costs, batch["content"], batch["missing"], cells, method, puzzle)
 
 
 def judge(costs, content, missing, pinned, method, puzzle):

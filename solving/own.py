@@ -18,18 +18,11 @@ import numpy as np
 import torch
 from PIL import Image
 
+from config import load_checkpoint
 from pictures import video_row, write_rows
-from plumbing.checkpoint import config_of, load_checkpoint
-from plumbing.cli import (
-    UserError,
-    add_sampling_flags,
-    non_negative,
-    open_checkpoint,
-    positive,
-    resolve_device,
-    user_errors,
-)
+from plumbing.cli import UserError, non_negative, positive, resolve_device, user_errors
 from puzzles import VideoPuzzles, video_tensor
+from sample import add_sampling_flags, sampling
 from solving.bag import CONFIDENCE_SAMPLES
 from solving.solver import Solver
 from sources.files import data_folder, find_data, fit_channels, read_video
@@ -99,6 +92,7 @@ def superres(args, solver):
     if args.video:                                             # no ground truth for the user's clip
         rows = [(clips[:2], marks[:2]) for clips, marks in rows]
     name = f"{stem(args.video)}_superres.gif" if args.video else "superres.gif"
+    os.makedirs(args.out, exist_ok=True)                 # only now: a failed run leaves no folder behind
     gif = write_rows(os.path.join(args.out, name), rows, ["input", "super-resolved", "ground truth"][:len(rows[0][0])])
     print(f"wrote {gif}: {int(keep.sum())} given pieces of {fpp} frames, {k} generated piece(s) between each pair "
           "(in red)")
@@ -175,17 +169,27 @@ def solve_pieces(args, solver):
                              for n, (r, c), p in zip(names, result.positions, conf)},
                   "grid": list(solver.config.puzzle.grid), "generated_cells": result.generated.tolist()}
         path = os.path.join(args.out, "arrangement.json")
+    os.makedirs(args.out, exist_ok=True)                 # only now: a failed run leaves no folder behind
+    if not video:
         result.image.save(os.path.join(args.out, "solved.png"))
     opts = solver.opts
     samples = max(opts.samples, CONFIDENCE_SAMPLES)
     report.update(puzzle_confidence=result.puzzle_confidence, ckpt=args.ckpt, steps=opts.steps, sampler=opts.sampler,
-                  samples=samples, judge=args.judge, precision=solver.precision)
+                  samples=samples, judge=args.judge, judge_moved=result.moved, precision=solver.precision)
     with open(path, "w") as f:
         json.dump(report, f, indent=2)
-    sure = f", {result.puzzle_confidence:.0%} of the {samples} samples agree on all of it"
     picture = "" if video else f" and {os.path.join(args.out, 'solved.png')}"
-    print(f"{len(names)} pieces solved{sure}; wrote {path}{picture}")
+    print(f"{len(names)} pieces solved{confidence_words(result, samples)}; wrote {path}{picture}")
     return report
+
+
+def confidence_words(result, samples):
+    """What the puzzle's confidence measures, in words: the samples' agreement with the model's answer, or under the
+    judge with the judge's board, after how many pieces the judge moved from the model's answer."""
+    if result.moved is None:
+        return f", {result.puzzle_confidence:.0%} of the {samples} samples agree on all of it"
+    return (f" by the judge, which moved {result.moved} of them from the model's own answer; "
+            f"{result.puzzle_confidence:.0%} of the {samples} samples agree with the judge's board on all of it")
 
 
 # ----------------------------------------------------------------------------
@@ -206,21 +210,36 @@ def main(args):
     if wrong:
         raise UserError(f"--{wrong[0]} does not apply to {args.ckpt}, which holds the {kind} model; its input is "
                         f"{' or '.join('--' + f for f in INPUTS[kind][:2])}")
-    solver = open_solver(args)
     folder = args.pieces or args.frames
     args.out = args.out or (os.path.normpath(folder) + "_solved" if folder else os.path.join(
         os.path.dirname(os.path.abspath(args.ckpt)), "samples", os.path.splitext(os.path.basename(args.ckpt))[0] +
         "-superres"))
-    os.makedirs(args.out, exist_ok=True)
+    check_out(args)
+    solver = open_solver(args)
     return superres(args, solver) if args.superres else solve_pieces(args, solver)
+
+
+def check_out(args):
+    """Refuse an --out that is the input folder or inside it: the next run would read what this one wrote as pieces."""
+    for flag in ("pieces", "frames", "video"):
+        folder = getattr(args, flag)
+        if folder and os.path.isdir(folder) and inside(args.out, folder):
+            raise UserError(f"--out {args.out} is inside --{flag} {folder}, where the next run would read what this "
+                            "one writes as input; pass an output folder outside it")
+
+
+def inside(path, folder):
+    """Whether path is folder or lies inside it (links followed)."""
+    path, folder = os.path.realpath(path), os.path.realpath(folder)
+    return os.path.commonpath([path, folder]) == folder
 
 
 def open_solver(args):
     """The Solver of --ckpt for your own data: its puzzle settings with --data-dir (--superres of test clips; default
     the training run's) and --vae (a latent model's autoencoder, if it moved), and the sampling of the flags over the
-    checkpoint's (plumbing.cli.sampling_settings prints it)."""
-    ckpt, opts, device, _ = open_checkpoint(args)
-    ckpt["config"] = config_of(ckpt, args.ckpt)
+    checkpoint's (sample.sampling prints it)."""
+    ckpt = load_checkpoint(args.ckpt)
+    opts, device, _ = sampling(args, ckpt)
     puzzle, changes = ckpt["config"].puzzle, {}
     if args.superres and not args.video:
         changes["data_dir"] = find_data(puzzle, args.ckpt, args.data_dir)

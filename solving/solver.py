@@ -6,20 +6,17 @@ own pieces (`solving.load(path).solve(pieces)`, solving/bag.py), python -m solvi
     result = solver.solve(pieces, seed=0)     # result.positions, .confidence, .puzzle_confidence, .image
     result = solver.solve(pieces, judge="classic")        # the judge over samples (solving/judge.py), an option
 """
-import contextlib
 import os
 from dataclasses import replace
 
 import torch
 
+from config import PARTS, load_checkpoint
 from diffusion import GaussianDiffusion
-from dit import DiT
-from jpdvt import SampleOptions, code_costs, follow_cells, given_codes, pinned_cells, position_table, solve
-from plumbing.checkpoint import load_checkpoint
-from plumbing.cli import AUTOCAST, SAMPLING, UserError, autocast, cpu_threads, resolve_device
-from solving.judge import JUDGES, judge
+from jpdvt import SAMPLING, SampleOptions, anchor_pieces, code_costs, position_table, solve, told_and_pinned
+from plumbing.cli import AUTOCAST, UserError, autocast, resolve_device, solving_threads
+from solving.judge import JUDGES, judge_for
 from sources.vae import load_codec
-from unet3d import UNet3D
 
 
 class Solver:
@@ -33,7 +30,7 @@ class Solver:
         self.trained = ckpt["config"].puzzle          # the puzzles it trained on: its anchor, up to K missing
         vae = getattr(config.puzzle, "vae", None)
         self.codec = load_codec(vae) if vae else None
-        self.model = (DiT if config.puzzle.kind == "image" else UNet3D)(config.model)
+        self.model = PARTS[config.puzzle.kind].network(config.model)
         self.model.load_state_dict(ckpt["ema"])
         self.model.to(device).eval()
         self.diffusion = GaussianDiffusion(1000, config.prediction)
@@ -45,11 +42,10 @@ class Solver:
         return self.trained.missing > 0
 
     def told(self, batch, pinned=None):
-        """(given, pinned) (B, N) bool: the pieces whose code the network is told, and those kept on their true cells
-        in the assignment (default: the anchor of the solver's puzzles, if they have one). A model trained without an
-        anchor is told no code: a pinned piece only keeps its cell."""
-        pinned = given_codes(batch, self.config.puzzle.anchor) if pinned is None else pinned
-        return (pinned if self.trained.anchor else torch.zeros_like(pinned)), pinned
+        """(told, pinned) (B, N) bool: the pieces whose code the network is told, and those kept on their true cells
+        in the assignment (default: the anchor of the solver's puzzles, if they have one): jpdvt.told_and_pinned."""
+        pinned = anchor_pieces(batch, self.config.puzzle.anchor) if pinned is None else pinned
+        return told_and_pinned(pinned, self.trained.anchor)
 
     def costs(self, batch, given, opts=None):
         """(costs (S, B, N, positions), content with missing pieces generated) of a batch of pixel puzzles (code_costs;
@@ -59,26 +55,20 @@ class Solver:
             return code_costs(self.model, self.diffusion, inputs, table=self.table, opts=opts or self.opts,
                               given=given, latent=self.codec is not None)
 
-    def solve_batch(self, batch, pinned=None, opts=None, judge_name="none"):
-        """(positions (B, N), content with missing pieces generated, in pixels) of a batch: jpdvt.solve, the paper's
-        method, or with judge_name "classic" the judge over the samples (solving/judge.py)."""
-        opts, (given, pinned) = opts or self.opts, self.told(batch, pinned)
-        if judge_name == "none":
-            inputs = self.codec.encode_batch(batch) if self.codec else batch
-            with solving_threads(self.device), autocast(self.device, self.precision):
-                positions, content = solve(self.model, self.diffusion, inputs, self.table, opts, given,
-                                           latent=self.codec is not None, pinned=pinned)
-        else:
-            costs, content = self.costs(batch, given, opts)
-            positions = self.judged(costs, batch, pinned, opts)
-            if opts.samples > 1 and batch["missing"].any():    # as jpdvt.solve: the drawings follow the cells
-                content = follow_cells(content, costs, positions, batch)
-        return positions, self.codec.decode(content) if self.codec else content
+    def solve_batch(self, batch, pinned=None, opts=None):
+        """(positions (B, N), content with missing pieces generated, in pixels) of a batch: jpdvt.solve, with the
+        solver's options or opts (opts.judge: the judge over samples, not in the paper)."""
+        told, pinned = self.told(batch, pinned)
+        with solving_threads(self.device), autocast(self.device, self.precision):
+            return solve(self.model, self.diffusion, batch, self.table, opts or self.opts, told, pinned, self.codec)
 
-    def judged(self, costs, batch, pinned, opts):
-        """The judge's pick (solving/judge.py) of a batch's sampled costs (S, B, N, positions)."""
-        return judge(costs, batch["content"], batch["missing"], pinned_cells(batch, pinned), opts.assign,
-                     self.config.puzzle)
+    def with_judge(self, name, opts=None):
+        """The solver's options or opts, with the judge of that name (solving/judge.py JUDGES; "none": the paper's
+        assignment)."""
+        if name not in JUDGES:
+            raise UserError(f"judge must be one of {', '.join(JUDGES)}, got {name!r}")
+        opts = opts or self.opts
+        return replace(opts, judge=judge_for(name, self.config.puzzle, opts.assign))
 
     def solve(self, pieces, pins=None, seed=0, judge="none", callback=None):
         """
@@ -97,29 +87,14 @@ class Solver:
         if isinstance(pieces, (str, bytes, os.PathLike)):
             raise UserError(f"solve takes the pieces themselves (a list of PIL images or arrays, or a {{name: piece}} "
                             f"dict), not a path like {str(pieces)!r}; open the files first")
-        if judge not in JUDGES:
-            raise UserError(f"judge must be one of {', '.join(JUDGES)}, got {judge!r}")
         self.opts.generator.manual_seed(seed)
         return solve_bag(self, pieces, pins or {}, judge, callback)
 
 
-@contextlib.contextmanager
-def solving_threads(device):
-    """On a CPU, a compute thread per core but one while solving (plumbing.cli.cpu_threads; OMP_NUM_THREADS, if set,
-    decides), then the process's own count again: a thread per core makes the threads wait on each other on a machine
-    busy with other work, and a library call leaves the process's setting as it found it."""
-    before = torch.get_num_threads()
-    cpu_threads(device, world=1, workers=1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def load_solver(path, device="auto", precision="fp32"):
-    """solving.load: a Solver with the sampling its checkpoint stores (chosen on val), else plumbing.cli.SAMPLING."""
+    """solving.load: a Solver with the sampling its checkpoint stores (chosen on val), else SampleOptions' defaults."""
     if precision not in AUTOCAST:
         raise UserError(f"precision must be one of {', '.join(AUTOCAST)}, got {precision!r}")
     ckpt, device = load_checkpoint(path), resolve_device(device)
     stored = {k: v for k, v in ckpt.get("sampling", {}).items() if k in SAMPLING}
-    return Solver(ckpt, ckpt["config"], device, SampleOptions(**{**SAMPLING, **stored}), precision)
+    return Solver(ckpt, ckpt["config"], device, SampleOptions(**stored), precision)

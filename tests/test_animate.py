@@ -1,5 +1,5 @@
-"""The README's animated pictures (bench/animate.py: a photo cut, shuffled, solved and animated; the first test puzzle),
-the diffusion callback they read, and the codes picture."""
+"""The README's animated pictures (solving/animate.py: a photo cut, shuffled, solved and animated; the first test
+puzzle), the diffusion callback they read, and the codes picture (bench/codes_picture.py)."""
 from dataclasses import replace
 
 import imageio.v3 as iio
@@ -10,17 +10,17 @@ from conftest import DIGITS_CKPT, SHAPES_CKPT
 from PIL import Image
 
 import jpdvt
-from bench.animate import BAG_MS, HEADER, HOLD_MS, drawn_steps, get_parser, noise_levels, soft_cells
-from bench.animate import main as animate
 from bench.codes_picture import save_codes_picture
+from config import load_checkpoint
 from diffusion import GaussianDiffusion
 from dit import DiT
-from jpdvt import SampleOptions, given_codes, solve
+from jpdvt import SampleOptions, anchor_pieces, solve
 from pictures import TITLE_INK, column_titles, save_png
-from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError
 from posenc import grid_table
 from puzzles import collate, puzzle_set
+from solving.animate import BAG_MS, HEADER, HOLD_MS, drawn_steps, get_parser, noise_levels, soft_cells
+from solving.animate import main as animate
 from sources.synthetic import shapes_image
 
 PIECE, BORDER = 40, 2       # the 120 x 160 test photo on a 3x3 grid: 40 px pieces, 2 px apart (as test_image.py)
@@ -41,14 +41,14 @@ def photo(tmp_path):
     return path
 
 
-def bench_animate(*flags):
+def run_animate(*flags):
     animate(get_parser().parse_args([str(f) for f in flags]))
 
 
 def test_photo_with_missing_pieces_and_its_animation(photo, tmp_path, capsys):
     """--image --missing 2: 2 pieces generated (red in the solution only), and a GIF of the shuffled bag, one frame
     per step (5, fewer than --gif-steps) and the held result, whose last frame is the solution's layout."""
-    bench_animate("--ckpt", SHAPES_CKPT, "--image", photo, "--missing", "2", "--steps", "5", "--out", tmp_path)
+    run_animate("--ckpt", SHAPES_CKPT, "--image", photo, "--missing", "2", "--steps", "5", "--out", tmp_path)
     out = capsys.readouterr().out                   # the shapes model never trained with missing pieces: it says so
     assert out.startswith("note: --missing 2, and ") and "cannot draw them (their cells stay grey)" in out
     assert out.splitlines()[1].startswith("piece accuracy ")
@@ -81,11 +81,11 @@ def test_photo_with_missing_pieces_and_its_animation(photo, tmp_path, capsys):
 def test_test_set_animations_of_images_and_videos(tmp_path, capsys):
     """solving.gif of the first test puzzle: image pieces enlarged to about GIF_PIECE px on their grid, video
     pieces as a strip of 5 thumbnails of about THUMB px, the generated one outlined in red in every frame."""
-    bench_animate("--ckpt", SHAPES_CKPT, "--steps", "2", "--out", tmp_path / "i")
+    run_animate("--ckpt", SHAPES_CKPT, "--steps", "2", "--out", tmp_path / "i")
     pitch = 64 + 2                                  # 16 px pieces x 4, 2 px apart
     assert iio.imread(tmp_path / "i" / "solving.gif", index=None).shape == (4, HEADER + 3 * pitch, 3 * pitch + 2, 3)
 
-    bench_animate("--ckpt", DIGITS_CKPT, "--steps", "3", "--missing", "1", "--out", tmp_path / "v")
+    run_animate("--ckpt", DIGITS_CKPT, "--steps", "3", "--missing", "1", "--out", tmp_path / "v")
     gif = iio.imread(tmp_path / "v" / "solving.gif", index=None).astype(int)
     pitch = 96 + 2                                  # 32 px frames x 3, 2 px apart
     assert gif.shape == (1 + 3 + 1, HEADER + pitch, 5 * pitch + 2, 3)
@@ -103,7 +103,7 @@ def test_callback_sees_every_step_and_changes_no_result():
     diffusion, table = GaussianDiffusion(1000, config.prediction), jpdvt.position_table(config)
     test = puzzle_set(replace(config.puzzle, missing=1), "test", 0)
     batch, opts = collate([test[0], test[1]]), SampleOptions(steps=4, samples=2)
-    given = given_codes(batch, False)
+    given = anchor_pieces(batch, False)
     plain = solve(model, diffusion, batch, table, replace(opts, generator=torch.Generator().manual_seed(0)), given)
     seen = []
     watched = solve(model, diffusion, batch, table, replace(opts, generator=torch.Generator().manual_seed(0),
@@ -130,7 +130,7 @@ def test_the_gif_shows_the_diffusion(photo, tmp_path):
     """The hero GIF's property (issue 79): the first frame is the shuffled bag, not the solved picture, and the
     pieces move: the middle frame differs from the first by at least 5 grey levels on average; the frames drawn are
     --gif-steps steps, most of them near the end, the last step's the last."""
-    bench_animate("--ckpt", SHAPES_CKPT, "--image", photo, "--steps", "20", "--gif-steps", "6", "--out", tmp_path)
+    run_animate("--ckpt", SHAPES_CKPT, "--image", photo, "--steps", "20", "--gif-steps", "6", "--out", tmp_path)
     gif = iio.imread(tmp_path / "photo_solving.gif", index=None)
     assert len(gif) == 1 + 6 + 1
     first, middle, last = (grey(gif[i][HEADER:]) for i in (0, len(gif) // 2, -1))
@@ -174,11 +174,11 @@ def test_a_photo_too_small_or_unreadable_is_refused(tmp_path):
     Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(tmp_path / "tiny.png")
     (tmp_path / "notes.txt").write_text("not an image")
     with pytest.raises(UserError, match="tiny.png is 4x4 px, too small"):
-        bench_animate("--ckpt", SHAPES_CKPT, "--image", tmp_path / "tiny.png", "--out", tmp_path)
+        run_animate("--ckpt", SHAPES_CKPT, "--image", tmp_path / "tiny.png", "--out", tmp_path)
     with pytest.raises(UserError, match="nothing.png does not exist; pass the path of a JPEG or PNG file"):
-        bench_animate("--ckpt", SHAPES_CKPT, "--image", tmp_path / "nothing.png", "--out", tmp_path / "n")
+        run_animate("--ckpt", SHAPES_CKPT, "--image", tmp_path / "nothing.png", "--out", tmp_path / "n")
     with pytest.raises(UserError, match="notes.txt could not be read as an image"):
-        bench_animate("--ckpt", SHAPES_CKPT, "--image", tmp_path / "notes.txt", "--out", tmp_path)
+        run_animate("--ckpt", SHAPES_CKPT, "--image", tmp_path / "notes.txt", "--out", tmp_path)
 
 
 def test_codes_picture(tmp_path):

@@ -1,5 +1,5 @@
 """The benchmark's records stay runnable: every command in bench/results.json and every recipe parses with today's
-scripts (a flag that was removed must take its rows and recipes with it, to bench/notes.md)."""
+scripts (a flag that was removed must take its rows and recipes with it, to git history: bench/README.md)."""
 import json
 import os
 import runpy
@@ -164,9 +164,9 @@ def test_seed_is_refused_where_no_row_would_carry_it():
 
 def test_training_minutes_count_a_resumed_run_from_its_resume_step(tmp_path, image_ckpt):
     """bench's logged_minutes reads the log lines train.py writes: a resume starts the count at its step; the flags
-    bench --resume passes are all accepted by --resume (plumbing.checkpoint.resume)."""
+    bench --resume passes are all accepted by --resume (training.resume.resume)."""
     from bench.__main__ import RESUMABLE, logged_minutes
-    from plumbing.checkpoint import resume
+    from training.resume import resume
     log = tmp_path / "log.txt"
     log.write_text("step 100 loss 1.0 lr 1e-3 steps/s 10.00 data wait 0%\n"
                    "resuming at step 100\n"

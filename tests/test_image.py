@@ -14,12 +14,11 @@ from PIL import Image
 
 import jpdvt
 import train_image
-from config import FORMAT, Config, TrainConfig
+from config import FORMAT, Config, TrainConfig, load_checkpoint, typed
 from diffusion import GaussianDiffusion
 from dit import DiT, DiTConfig
-from jpdvt import given_codes, puzzle_loss
+from jpdvt import anchor_pieces, puzzle_loss
 from pictures import assemble
-from plumbing.checkpoint import load_checkpoint, typed
 from plumbing.cli import UserError, parse_grid
 from puzzles import SPLITS, ImageConfig, ImagePuzzles, collate, cut_image, puzzle_set, shuffle_pieces
 from sources.synthetic import shapes_image
@@ -149,7 +148,7 @@ def test_training_steps_lower_loss():
     def loss():
         torch.manual_seed(1)
         weights = {"code": 1.0, "content": 0.1}
-        return puzzle_loss(model, diffusion, batch, table, given_codes(batch, False), weights)["loss"]
+        return puzzle_loss(model, diffusion, batch, table, anchor_pieces(batch, False), weights)["loss"]
 
     start = loss().item()
     for _ in range(20):

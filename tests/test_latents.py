@@ -12,7 +12,7 @@ from PIL import Image
 
 import sources.latents as latents
 import train_video
-from plumbing.checkpoint import load_checkpoint
+from config import load_checkpoint
 from plumbing.cli import UserError
 from puzzles import VideoPuzzles, collate
 from sources.vae import VaeCodec

@@ -19,7 +19,7 @@ import dit
 import train_image
 import train_video
 import unet3d
-from plumbing.checkpoint import load_checkpoint
+from config import load_checkpoint
 from plumbing.cli import UserError, user_errors
 from puzzles import puzzle_set
 from sources.files import HELD_OUT, TEST_FRACTION, VAL_FRACTION, band, hashed_split

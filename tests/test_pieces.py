@@ -21,7 +21,8 @@ from conftest import (
 )
 from PIL import Image
 
-from plumbing.cli import SAMPLING, UserError
+from jpdvt import SAMPLING, SampleOptions
+from plumbing.cli import UserError
 from solving.bag import CONFIDENCE_SAMPLES, agreement
 from sources.files import fit_image
 from sources.synthetic import moving_digits
@@ -137,13 +138,13 @@ def test_a_bag_with_pins_gets_the_agreement_of_its_samples(tmp_path):
 
 def test_sampling_defaults_to_the_checkpoints_recommendation(tmp_path):
     """sample.py and solving.load sample as the checkpoint's "sampling" says (chosen on val), else as
-    solving.solver.SAMPLING; flags given win."""
+    SampleOptions' defaults; flags given win."""
     import solving
     train_image_run(*TINY_IMAGE, "--max-steps", "1", "--eval-every", "0", "--out", tmp_path / "run")
     ckpt = tmp_path / "run" / "ckpt.pt"
     assert "sampling" not in torch.load(ckpt, weights_only=True)              # a training run recommends nothing
     solver = solving.load(str(ckpt), device="cpu")
-    assert {k: getattr(solver.opts, k) for k in SAMPLING} == SAMPLING
+    assert all(getattr(solver.opts, k) == getattr(SampleOptions(), k) for k in SAMPLING)
     recommended = {"steps": 2, "sampler": "ddim", "samples": 2, "assign": "greedy"}
     torch.save({**torch.load(ckpt, weights_only=True), "sampling": recommended}, tmp_path / "rec.pt")
     solver = solving.load(str(tmp_path / "rec.pt"), device="cpu")

@@ -67,7 +67,7 @@ def check_needs_nothing_beside_the_checkout(text, commands, page):
 
 def check_scoring_commands_name_their_data(text):
     """A shipped checkpoint scored on a dataset folder: the command passes --data-dir, or says what it needs."""
-    from plumbing.checkpoint import load_checkpoint
+    from config import load_checkpoint
     for line in text.splitlines():
         if not line.startswith("python sample.py --ckpt checkpoints/"):
             continue

@@ -28,9 +28,8 @@ from PIL import Image
 import sample
 import solving.own as own
 import train_image
-from config import FORMAT, Config, TrainConfig
+from config import FORMAT, Config, TrainConfig, load_checkpoint
 from dit import DiTConfig
-from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError, user_errors
 from puzzles import VideoConfig
 from unet3d import UNetConfig

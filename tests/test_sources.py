@@ -8,7 +8,7 @@ import pytest
 import torch
 from PIL import Image
 
-from plumbing.checkpoint import typed
+from config import typed
 from plumbing.cli import UserError
 from puzzles import ImageConfig, ImagePuzzles, cut_image
 from sources.files import IMAGE_EXTS, fit_image, list_images, random_crop, split_files

@@ -12,7 +12,7 @@ import solving.own as own
 import solving.solver
 import train_image
 import train_video
-from plumbing.checkpoint import FORMAT, load_checkpoint
+from config import FORMAT, load_checkpoint
 from plumbing.cli import UserError
 from puzzles import collate, puzzle_set
 
@@ -42,10 +42,10 @@ def test_micro_batch_gradients_sum_to_the_batch_gradient():
     """The micro-batch losses times their shares give the unsplit batch's gradient (anchor, 0-2 missing pieces)."""
     from diffusion import GaussianDiffusion
     from dit import DiT, DiTConfig
-    from jpdvt import clean_parts, given_codes, puzzle_loss
+    from jpdvt import anchor_pieces, clean_parts, puzzle_loss
     from posenc import grid_table
     from puzzles import ImageConfig, ImagePuzzles
-    from train import micro_batches
+    from training.shares import micro_batches
     torch.manual_seed(0)
     puzzles = ImagePuzzles(ImageConfig(grid=(2, 2), piece_size=8, missing=2, anchor=True), "train", 0)
     batch, table = collate([puzzles[i] for i in range(8)]), grid_table(2, 2)
@@ -53,7 +53,7 @@ def test_micro_batch_gradients_sum_to_the_batch_gradient():
     model, diffusion = DiT(DiTConfig(piece_size=8, patch_size=4)), GaussianDiffusion(1000, "x0")
     for p in model.parameters():                                            # adaLN-Zero starts at zero gradients
         torch.nn.init.normal_(p, std=0.05)
-    given, weights = given_codes(batch, True), {"code": 1.0, "content": 0.1}
+    given, weights = anchor_pieces(batch, True), {"code": 1.0, "content": 0.1}
     draws = diffusion.draw(clean_parts(batch, table))
 
     def grads(k):
@@ -142,7 +142,7 @@ def test_the_final_checkpoint_is_written_once(tmp_path, monkeypatch):
 def test_the_anchor_keeps_its_cell_in_every_assignment():
     """A told piece (the anchor) stays on its true cell in jpdvt.solve and the Solver, whatever the codes say."""
     from diffusion import GaussianDiffusion
-    from jpdvt import SampleOptions, given_codes, solve
+    from jpdvt import SampleOptions, anchor_pieces, solve
     from metrics import assign_batch
     from posenc import grid_table
     from puzzles import ImageConfig, ImagePuzzles, collate
@@ -152,7 +152,7 @@ def test_the_anchor_keeps_its_cell_in_every_assignment():
             return torch.zeros_like(code), content
 
     batch = collate([ImagePuzzles(ImageConfig(grid=(3, 3), anchor=True), "test", 0)[i] for i in range(16)])
-    given, table = given_codes(batch, True), grid_table(3, 3)
+    given, table = anchor_pieces(batch, True), grid_table(3, 3)
     pos, _ = solve(Zero(), GaussianDiffusion(1000, "x0"), batch, table, SampleOptions(steps=2), given=given)
     assert (pos[:, 0] == batch["true_pos"][:, 0].numpy()).all()
     cost = torch.rand(4, 5, 5)
@@ -172,7 +172,7 @@ def test_the_solver_keeps_the_anchor_on_its_cell_whatever_the_costs(monkeypatch)
     cost = torch.rand(4, 9, 9)
     cost[torch.arange(4), 0, batch["true_pos"][:, 0]] = 10.0           # piece 0's true cell looks the worst
     monkeypatch.setattr(jpdvt, "code_costs", lambda *a, **k: (cost[None], batch["content"]))   # (S, B, N, P)
-    pos, _ = solver.solve_batch(batch, pinned=jpdvt.given_codes(batch, True))
+    pos, _ = solver.solve_batch(batch, pinned=jpdvt.anchor_pieces(batch, True))
     assert (pos[:, 0] == batch["true_pos"][:, 0].numpy()).all()
     video = solving.load(os.path.join(ROOT, "checkpoints", "video-digits-5x4.pt"), device="cpu")
     clip_cost = torch.rand(1, 1, 5, 5)

@@ -14,8 +14,8 @@ from PIL import Image
 
 import plumbing.cli as cli
 import solving
+from config import load_checkpoint
 from jpdvt import SampleOptions
-from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import UserError, autocast, resolve_device
 from solving.bag import CONFIDENCE_SAMPLES
 from solving.solver import Solver

@@ -4,7 +4,7 @@ import pytest
 import torch
 from conftest import sample_run, train_video_run
 
-from plumbing.checkpoint import load_checkpoint
+from config import load_checkpoint
 
 diffusers = pytest.importorskip("diffusers",
                                 reason="--vae needs the optional diffusers package (pip install diffusers)")

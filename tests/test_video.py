@@ -12,10 +12,9 @@ from conftest import DIGITS_CKPT, own_run, sample_run, tiny_run, train_video_run
 from PIL import Image
 
 import train_video
-from config import TrainConfig
+from config import TrainConfig, load_checkpoint
 from diffusion import GaussianDiffusion
-from jpdvt import SampleOptions, given_codes, solve
-from plumbing.checkpoint import load_checkpoint
+from jpdvt import SampleOptions, anchor_pieces, solve
 from plumbing.cli import UserError, user_errors
 from posenc import sequence_table
 from puzzles import ENDLESS, VideoConfig, VideoPuzzles, puzzle_set
@@ -225,7 +224,7 @@ def test_solve_assigns_on_the_mean_distance_of_several_samples():
     for samples, want in [(1, [1, 0, 2, 3]), (3, [0, 1, 2, 3])]:
         diffusion = Draws()
         diffusion.calls = list(range(samples))
-        pos, content = solve(None, diffusion, batch, table, SampleOptions(samples=samples), given_codes(batch, False))
+        pos, content = solve(None, diffusion, batch, table, SampleOptions(samples=samples), anchor_pieces(batch, False))
         assert pos.tolist() == [want] and not diffusion.calls
         assert torch.equal(content, batch["content"] + samples - 1)   # the first sample's content
 

@@ -1,13 +1,13 @@
 """
-The README's animated pictures: watch the reverse diffusion move every piece from a random positional code to its
-place. Run from the repository root:
+Watch a model solve: the reverse diffusion moves every piece from a random positional code to its place (the
+README's animated pictures). Run from the repository root:
 
-    python -m bench.animate --ckpt checkpoints/image-photos-3x3.pt --image docs/photos/chelsea.jpg --out /tmp/hero
-    python -m bench.animate --ckpt checkpoints/video-mmnist-10x2.pt --dataset movingmnist --data-dir MNIST --out /tmp/mm
+    python -m solving.animate --ckpt checkpoints/image-photos-3x3.pt --image docs/photos/chelsea.jpg --out my_animation
+    python -m solving.animate --ckpt checkpoints/video-mmnist-10x2.pt --dataset movingmnist --data-dir MNIST --out my_mm
 
 The first cuts a photo into the checkpoint's puzzle, shuffles it, solves it and writes NAME_solved.png (shuffled |
-solved | original, titled) and NAME_solving.gif; the second writes solving.gif of the first test puzzle.
-bench/pictures.sh copies them into docs/.
+solved | original, titled) and NAME_solving.gif; the second writes solving.gif of the first test puzzle. The README's
+two GIFs are these commands' (docs/chelsea_solving.gif, docs/video-mmnist-10x2-solving.gif: bench/README.md).
 
 Paper: Sec. 3.1, "Masked Jigsaw Transformer Diffusion": solving a puzzle is generating the positional codes of its
 pieces. Every code starts as noise x_T and the sampler removes the noise step by step. What a GIF draws:
@@ -31,9 +31,9 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
+from config import load_checkpoint
 from jpdvt import SampleOptions, piece_codes, score
 from pictures import DISPLAY, assemble, column_titles, enlarge, font, mark_cells, outline, save_png, stack
-from plumbing.checkpoint import load_checkpoint
 from plumbing.cli import AUTOCAST, UserError, check_puzzle, resolve_device, user_errors
 from puzzles import collate, cut_image, puzzle_set, shuffle_pieces
 from sample import SUMMARY

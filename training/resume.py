@@ -1,60 +1,17 @@
 """
-Reading a checkpoint, `ckpt.pt` = {format, config, model, ema, opt, step} (train.py writes it), and starting a run from
-one: --init (fine-tuning its EMA weights) or --resume (continuing it exactly). Not in the paper.
+Starting a training run from a checkpoint (train_image.py, train_video.py): --init fine-tunes its EMA weights, --resume
+continues it exactly. Not in the paper. Shipped checkpoints hold the EMA weights only (model and opt empty): they can
+be fine-tuned, not resumed.
 
-Loads run no code (weights_only). A setting the checkpoint lacks takes its dataclass default; one this version does
-not know is refused, named. Shipped checkpoints hold the EMA weights only (model and opt empty) and may carry the
-sampling chosen for them ("sampling", with where it was chosen: "chosen" val or test): they can be sampled and
-fine-tuned, not resumed.
-
-    ckpt = load_checkpoint("out/run/ckpt.pt", kind="image")        # ckpt["config"] is a Config
+    config, start = resume(args, kind="image")                  # --resume out/run/ckpt.pt
+    start = init_weights("checkpoints/image-photos-3x3.pt", config)     # --init: its EMA at step 0
 """
 import os
 from dataclasses import fields, replace
 
-from config import FORMAT, Config, RunConfig, TrainConfig
-from dit import DiTConfig
-from plumbing.cli import UserError, read_checkpoint
-from puzzles import ImageConfig, VideoConfig, puzzle_set
-from unet3d import UNetConfig
-
-PARTS = {"image": (ImageConfig, DiTConfig), "video": (VideoConfig, UNetConfig)}
-
-
-def load_checkpoint(path, kind=None):
-    """Load safely (plumbing.cli.read_checkpoint: weights_only, no code runs), ckpt["config"] typed as a Config; kind =
-    "image" | "video" checks what the checkpoint holds."""
-    ckpt = read_checkpoint(path)
-    d = ckpt["config"]
-    ckpt["config"] = config_of(ckpt, path)
-    if kind is not None and d["kind"] != kind:
-        raise UserError(f"checkpoint {path} holds the {d['kind']} model, not the {kind} model; pass it to "
-                        f"train_{d['kind']}.py, or give this command a train_{kind}.py checkpoint")
-    return ckpt
-
-
-def config_of(ckpt, path):
-    """The Config of a checkpoint read by read_checkpoint, typed whole (typed), after checking its format."""
-    if ckpt.get("format", 1) > FORMAT:
-        raise UserError(f"checkpoint {path} has format {ckpt['format']}, newer than this version's {FORMAT}; update "
-                        "jpdvt (git pull) to read it")
-    d = ckpt["config"]
-    if not all(isinstance(d.get(part), dict) for part in ("puzzle", "model", "train")):
-        raise UserError(f"checkpoint {path} has no config of this jpdvt version (puzzle, model and train settings); "
-                        "use a checkpoint written by this version")
-    puzzle, model = PARTS[d["kind"]]
-    return Config(puzzle=typed(puzzle, d["puzzle"], path), model=typed(model, d["model"], path),
-                  train=typed(TrainConfig, d["train"], path), prediction=d.get("prediction", "x0"))
-
-
-def typed(cls, d, path):
-    """cls(**d): a field d lacks takes its default; a key cls does not have is refused, named; lists back to tuples
-    (the grid)."""
-    unknown = set(d) - {f.name for f in fields(cls)}
-    if unknown:
-        raise UserError(f"checkpoint {path} has settings this version of jpdvt does not know ({', '.join(unknown)}); "
-                        "use a checkpoint written by this version")
-    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+from config import RunConfig, load_checkpoint
+from plumbing.cli import UserError
+from puzzles import puzzle_set
 
 
 def init_weights(path, config):

@@ -1,0 +1,3 @@
+"""What train.py's reader can skip (not in the paper): the training scripts' shared flags (flags.py), starting a run
+from a checkpoint with --init or --resume (resume.py), and the exact loss shares of DDP and gradient accumulation
+(shares.py)."""
