@@ -163,7 +163,7 @@ def code_costs(model, diffusion, batch, table, opts, given, latent=False):
     super-resolution). latent: the content is autoencoder latents (about unit variance), so its predictions are not
     clipped to [-1, 1] like codes and pixels are.
     opts.callback(i, x, x0): called after every sampling step of the first sample with the state and predicted x0,
-    {"code": (B, N, D), "content": (B, N, ...)} (GaussianDiffusion.sample; bench/animate.py draws them); it changes
+    {"code": (B, N, D), "content": (B, N, ...)} (GaussianDiffusion.sample; solving/animate.py draws them); it changes
     no result.
     """
     keep = ~batch["missing"]

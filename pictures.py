@@ -6,7 +6,7 @@ of video puzzles (written by sample.py), and the pieces put back in place for th
 - Image rows: shuffled input (missing pieces grey) | solved | solved and inpainted | ground truth (the paper's
   JPDVT-S and JPDVT-SI columns), titled IMAGE_COLUMNS above them.
 - Video rows: shuffled input | solved (generated frames outlined in red) | ground truth, one puzzle per row.
-The sampling animations are in bench/animate.py; the picture of the codes (docs/codes.png) in bench/codes_picture.py.
+The sampling animations are in solving/animate.py; the picture of the codes (docs/codes.png) in bench/codes_picture.py.
 
     save_png("examples.png", stack([image_row(batch, positions, content, grid, k) for k in range(4)], axis=0))
     write_gif("examples.gif", [[clip, solved_clip]], labels=["shuffled", "solved"])

@@ -153,7 +153,7 @@ class ImagePuzzles(torch.utils.data.Dataset):
 
 def curriculum_pieces(curriculum, pieces, step):
     """Pieces at 0-based training step `step` of a curriculum (first, steps, ...): `first`, growing stepwise to all.
-    Not in the paper: without it, puzzles of 10 pieces stayed at chance here (bench/notes.md)."""
+    Not in the paper: without it, puzzles of 10 pieces stayed at chance here (docs/choices.md)."""
     return min(pieces, curriculum[0] + (pieces - curriculum[0]) * step // curriculum[1])
 
 

@@ -188,7 +188,8 @@ def add_sampling_flags(p):
     p.add_argument("--judge", choices=JUDGES, default="none",
                    help="none (default: the paper's method, no judge) or classic: of the samples' arrangements (each "
                         "sample's and their mean's), keep the one whose pieces fit best across their cuts (clips) or, "
-                        "improved by swaps, their borders (images, Gallagher's MGC); not in the paper (solving/judge.py)")
+                        "improved by swaps, their borders (images, Gallagher's MGC); not in the paper "
+                        "(solving/judge.py)")
     p.add_argument("--device", default="auto",
                    help="auto (a CUDA GPU, else a Mac's GPU, mps, else the CPU), cpu, cuda, cuda:N or mps")
     p.add_argument("--precision", default="fp32", choices=AUTOCAST,

@@ -25,7 +25,7 @@ JUDGES = {"none": "the samples' mean distance decides the assignment (the paper'
                      "best across their cuts (clips) or, improved by swaps, their borders (images: Gallagher's MGC); "
                      "not in the paper"}
 PRIOR_WEIGHT = {False: 0.0, True: 4.0}   # the model's costs' weight in a picture's search, keyed by "the puzzles have
-# gaps" (chosen on val on 3x3 photos with 0 to 3 missing, bench/notes.md)
+# gaps" (chosen on val on 3x3 photos with 0 to 3 missing, docs/choices.md)
 
 
 def candidates(costs, pinned, method):

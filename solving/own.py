@@ -56,7 +56,8 @@ def stem(path):
 def superres(args, solver):
     """
     The pieces at positions 0, K+1, 2(K+1), ... are given, the K pieces between each pair are missing content
-    generated at known positions (every positional code is given). Input: the clip of --video (its frames are
+    generated at known positions: every piece keeps its slot in the assignment, and the network is told only the
+    anchor's code, the first piece's, as in training (jpdvt.told_and_pinned). Input: the clip of --video (its frames are
     the low-rate video), else test clips of the dataset (every (K+1)-th piece kept, the ground truth shown next
     to the result).
     """
@@ -264,7 +265,8 @@ def get_parser():
                         "clip or frame folder per piece); writes order.json")
     p.add_argument("--pin", action="append", default=[], metavar="FILE=ROW,COL",
                    help="a piece whose place you know, kept on its cell (repeatable; needed by models trained with "
-                        "--anchor, which are told its code; others keep it in the assignment only); video models: "
+                        "--anchor, which are told the first pin's code; other pins hold in the assignment only); video "
+                        "models: "
                         "FILE=0 names the first piece")
     p.add_argument("--superres", type=non_negative, default=0,
                    help="video checkpoints: generate K pieces between each pair of given pieces (K frames with 1-frame "

@@ -81,7 +81,8 @@ class Solver:
         told nothing and the pins hold in the assignment only. seed: the noise of this solve (the same seed, the same
         result). judge: "none" (the paper's method) or "classic" (solving/judge.py). callback(i, x, x0): after every
         sampling step. Returns a solving.bag.Result, with each piece's confidence: the share of the samples (at least
-        8) that put it where the answer does.
+        8) that put it where the answer does (under the judge: its board), and .moved: how many pieces the judge
+        moved from the model's own answer (None without a judge).
         """
         from solving.bag import solve_bag
         if isinstance(pieces, (str, bytes, os.PathLike)):

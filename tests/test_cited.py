@@ -1,10 +1,11 @@
 """Every figure the pages cite has its row, and the row's command still runs something of this repository.
 
 A page cites rows in backticks after the word "row" or "rows" (`rows `a`, `b` and `c``). A cited name may hold
-placeholders: NAME, N, S, W, ... stand for any text, `...` for anything, and `[x]` for an optional x. Each must name at
-least one row of bench/results.json, and each row it names must have a command whose script (`python X.py`) or module
-(`python -m X`; `python -m bench NAME`: a recipe or group of bench) exists: a row whose script left bench/ leaves with
-it, or its page stops citing it. And every bench/ or solving/ file a page names exists (outside `git show` commands).
+placeholders: NAME, N, S, W, ... stand for any text, `...` for anything, and `[x]` for an optional x (a span that is a
+file's path points to a page, not a row). Each must name at least one row of bench/results.json, and each row it names
+must have a command whose script (`python X.py`) or module (`python -m X`; `python -m bench NAME`: a recipe or group of
+bench) exists: a row whose script left bench/ leaves with it, or its page stops citing it. And every bench/ or solving/
+file a page names exists (outside `git show` commands).
 """
 import ast
 import glob
@@ -43,7 +44,8 @@ def pattern(name):
 
 with open(os.path.join(ROOT, "bench", "results.json")) as f:
     ROWS = json.load(f)
-CITED = sorted({(p, name) for p in PAGES for name in cited(page(p))})
+CITED = sorted({(p, name) for p in PAGES for name in cited(page(p))
+                if not os.path.exists(os.path.join(ROOT, name))})       # `row: `docs/x.md``: a page, not a row
 
 
 def bench_names():
