@@ -9,7 +9,7 @@ Read this file after posenc.py and diffusion.py; the networks are in dit.py and 
   piece, missing (B, N) bool}. Its diffusion state has two parts: "code", the positional code of every piece (the
   row of the position table at its true position), and "content", the pixels (or latents) of the pieces.
 - `given` (B, N) bool marks the pieces whose code the model is told ("told" below), `pinned` those kept on their true
-  cells in the assignment; one table says both, and what is scored (THE ANCHOR, below), and told_and_pinned decides
+  cells in the assignment; one table says both, and what is scored ("The anchor", below), and told_and_pinned decides
   them. For each part of
   each piece:
 
@@ -70,7 +70,7 @@ class SampleOptions:
                                    # the paper, which samples once)
     generator: Optional[torch.Generator] = None   # the noise of the samples (None: torch's global generator)
     callback: Optional[Callable] = None           # callback(i, x, x0) after every step of the first sample
-    judge: Optional[Callable] = None  # judge(costs, batch, cells) -> positions, in place of the assignment: the
+    judge: Optional[Callable] = None  # judge(costs, batch, cells, assign) -> positions, instead of the assignment: the
     # judge over samples (solving/judge.py; not in the paper); None: the assignment (`assign`), as in the paper
 
 
@@ -90,11 +90,12 @@ SAMPLING = ("steps", "sampler", "samples", "assign")   # the options a checkpoin
 # | ------------------------------------------ | ------------------- | ------------------- | ---------------------- |
 # | image, trained and scored with an anchor   | the anchor          | the anchor          | placed pieces but it   |
 # | image, trained without, scored with one    | none                | the anchor          | placed pieces but it   |
-# | image without an anchor                    | none                | none                | every placed piece     |
+# | image without an anchor (--no-anchor)      | none                | none                | every placed piece     |
 # | clip (always anchored: its first piece)    | the anchor          | the anchor          | every slot (the order) |
 # | clip, super-resolution                     | the anchor          | every given piece   | (generated frames)     |
 # | your own pieces with pins (solving/bag.py) | the first pin, if trained with an anchor | every pin | (none) |
 #
+# A model trained with an anchor and scored without one (--no-anchor) is told nothing: it never sees its anchor.
 # The anchor is the first shuffled piece (anchor_pieces). Training tells the anchor's code and nothing else, and the
 # anchor is never missing: so a network is told at most one code, that of a piece with content, and only if it
 # trained with an anchor. "Placed" pieces have content; a missing piece's content is generated and not scored in an
@@ -108,11 +109,12 @@ def anchor_pieces(batch, anchored):
     return anchor
 
 
-def told_and_pinned(pinned, trained_anchor):
+def told_and_pinned(batch, pinned, trained_anchor):
     """(told, pinned) (B, N) bool from the pieces pinned to their true cells (B, N) bool: the network is told the code
-    of the first pinned piece of each puzzle, and only if it trained with an anchor (`trained_anchor`); the others
-    hold their cells in the assignment only (the table above)."""
-    first = pinned & (pinned.long().cumsum(1) == 1)
+    of the first pinned piece with content of each puzzle, and only if it trained with an anchor (`trained_anchor`);
+    the other pins hold their cells in the assignment only (the table above)."""
+    can = pinned & ~batch["missing"]
+    first = can & (can.long().cumsum(1) == 1)
     return first & bool(trained_anchor), pinned
 
 
@@ -158,10 +160,8 @@ def code_costs(model, diffusion, batch, table, opts, given, latent=False):
     """
     Sample the codes (and missing content) of a batch opts.samples times: returns (costs (S, B, N, positions): each
     sample's distance from each piece's sampled code to every true code; content with missing pieces generated, the
-    first sample's). given (B, N) bool: the pieces
-    whose true code is told (anchor_pieces; all True generates only the missing content at known positions: temporal
-    super-resolution). latent: the content is autoencoder latents (about unit variance), so its predictions are not
-    clipped to [-1, 1] like codes and pixels are.
+    first sample's). given (B, N) bool: the pieces whose true code is told (told_and_pinned). latent: the content is
+    autoencoder latents (about unit variance), so its predictions are not clipped to [-1, 1] like codes and pixels are.
     opts.callback(i, x, x0): called after every sampling step of the first sample with the state and predicted x0,
     {"code": (B, N, D), "content": (B, N, ...)} (GaussianDiffusion.sample; solving/animate.py draws them); it changes
     no result.
@@ -204,7 +204,7 @@ def place(costs, generated, batch, opts, cells):
     with opts.judge, the judge's pick (not in the paper); a pinned piece (cells (B, N): its true cell, else -1) keeps
     its cell. With several samples, a missing piece's cell comes from all of them; its drawing is the first sample's,
     re-paired with the cells (follow_cells)."""
-    positions = opts.judge(costs, batch, cells) if opts.judge else arrange(costs, cells, opts.assign)
+    positions = opts.judge(costs, batch, cells, opts.assign) if opts.judge else arrange(costs, cells, opts.assign)
     if opts.samples > 1 and batch["missing"].any():
         generated = follow_cells(generated, costs, positions, batch)
     return positions, generated

@@ -57,7 +57,7 @@ def main(args):
         codec = load_codec(puzzle.vae)
     if args.judge != "none":                   # not in the paper: jpdvt.place asks the judge instead
         from solving.judge import judge_for
-        opts = replace(opts, judge=judge_for(args.judge, puzzle, opts.assign))
+        opts = replace(opts, judge=judge_for(args.judge, puzzle))
 
     passes, shown, seconds = [], [], 0.0
     for r in range(args.repeats):             # pass r: the shuffles, missing pieces and noise of --seed + r
@@ -68,7 +68,7 @@ def main(args):
         for start in tqdm(range(0, num, args.batch_size), unit="batch", desc=f"solving (pass {r + 1}/{args.repeats})"):
             batch = collate([test[i] for i in range(start, min(start + args.batch_size, num))])  # (B, N, ...)
             batch = {k: v.to(device) for k, v in batch.items()}
-            told, pinned = jpdvt.told_and_pinned(jpdvt.anchor_pieces(batch, puzzle.anchor), trained.anchor)
+            told, pinned = jpdvt.told_and_pinned(batch, jpdvt.anchor_pieces(batch, puzzle.anchor), trained.anchor)
             t = time.time()
             with torch.autocast(device.type, AUTOCAST[args.precision], enabled=args.precision != "fp32"):
                 positions, content = jpdvt.solve(model, diffusion, batch, table, opts, told, pinned, codec)

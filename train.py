@@ -32,9 +32,9 @@ from diffusion import GaussianDiffusion
 from jpdvt import (
     SampleOptions,
     anchor_pieces,
-    arrange,
     code_costs,
     pinned_cells,
+    place,
     position_table,
     puzzle_loss,
     score,
@@ -90,7 +90,8 @@ def train(config, model, train_set, held_out, run, start=None, encode=None):
         batch = encode({k: v.to(device, non_blocking=True) for k, v in batch.items()})   # content (B, N, ...)
         lr = set_lr(opt, learning_rate(tc, step))
         opt.zero_grad(set_to_none=True)
-        told, _ = told_and_pinned(anchor_pieces(batch, config.puzzle.anchor), config.puzzle.anchor)   # the anchor's
+        anchor = anchor_pieces(batch, config.puzzle.anchor)
+        told, _ = told_and_pinned(batch, anchor, config.puzzle.anchor)   # the anchor's code, if it trains with one
         if world == 1 and tc.accum == 1:                             # one process, one batch: the step itself
             with autocast(device, tc.precision):
                 losses = puzzle_loss(net, diffusion, batch, table=table, given=told, weights=weights)
@@ -206,11 +207,11 @@ def held_out_check(ema, diffusion, batch, table, config):
     device, puzzle = table.device, config.puzzle
     noise = torch.Generator(device).manual_seed(0)
     opts = SampleOptions(steps=config.train.eval_steps, sampler="ddim", generator=noise)
-    given, pinned = told_and_pinned(anchor_pieces(batch, puzzle.anchor), puzzle.anchor)
+    given, pinned = told_and_pinned(batch, anchor_pieces(batch, puzzle.anchor), puzzle.anchor)
     with autocast(device, config.train.precision):
-        costs, _ = code_costs(ema, diffusion, batch, table=table, opts=opts, given=given,
-                              latent=getattr(puzzle, "vae", None) is not None)
-    positions = arrange(costs, pinned_cells(batch, pinned), opts.assign)
+        costs, generated = code_costs(ema, diffusion, batch, table=table, opts=opts, given=given,
+                                      latent=getattr(puzzle, "vae", None) is not None)
+    positions, _ = place(costs, generated, batch, opts, pinned_cells(batch, pinned))
     return " ".join(f"{k} {v.mean():.4f}" for k, v in score(puzzle, positions, batch).items())
 
 

@@ -10,13 +10,14 @@ of a clip (solving/borders.py: the blurred last frame of one against the first o
 improved by swaps of pieces while its border energy drops (solving/search.py: Gallagher's MGC across every border,
 plus the model's own costs where gaps erode the borders). bench/judge.py measures it (docs/judge.md).
 
-    opts = replace(opts, judge=judge_for("classic", puzzle, opts.assign))       # puzzle: its ImageConfig/VideoConfig
+    opts = replace(opts, judge=judge_for("classic", puzzle))           # puzzle: its ImageConfig or VideoConfig
     positions, content = jpdvt.solve(model, diffusion, batch, table, opts, given)   # jpdvt.place calls the judge
 """
 import numpy as np
 import torch
 
 from metrics import assign_batch
+from plumbing.cli import UserError
 from solving.borders import ENERGY, cut_energy, edge_energy
 from solving.search import search
 
@@ -52,14 +53,14 @@ def pick(cands, content, missing, grid=None, energy=ENERGY):
     return cands.gather(0, e.argmin(0)[None, :, None].expand(1, *cands.shape[1:]))[0].cpu().numpy()
 
 
-def judge_for(name, puzzle, method):
+def judge_for(name, puzzle):
     """SampleOptions.judge of a name of JUDGES: None (the assignment alone, as in the paper) or judge(costs, batch,
-    cells) bound to the puzzles' settings and the assignment method."""
+    cells, assign) bound to the puzzles' settings (jpdvt.place passes the assignment method)."""
     if name not in JUDGES:
-        raise ValueError(f"judge must be one of {', '.join(JUDGES)}, got {name!r}")
+        raise UserError(f"judge must be one of {', '.join(JUDGES)}, got {name!r}")
     if name == "none":
         return None
-    return lambda costs, batch, cells: judge(costs, batch["content"], batch["missing"], cells, method, puzzle)
+    return lambda costs, batch, cells, assign: judge(costs, batch["content"], batch["missing"], cells, assign, puzzle)
 
 
 def judge(costs, content, missing, pinned, method, puzzle):

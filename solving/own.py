@@ -56,10 +56,10 @@ def stem(path):
 def superres(args, solver):
     """
     The pieces at positions 0, K+1, 2(K+1), ... are given, the K pieces between each pair are missing content
-    generated at known positions: every piece keeps its slot in the assignment, and the network is told only the
-    anchor's code, the first piece's, as in training (jpdvt.told_and_pinned). Input: the clip of --video (its frames are
-    the low-rate video), else test clips of the dataset (every (K+1)-th piece kept, the ground truth shown next
-    to the result).
+    generated: the given pieces keep their slots in the assignment, the missing ones take the slots left free, and the
+    network is told only the anchor's code, the first piece's, as in training (jpdvt.told_and_pinned). Input: the clip
+    of --video (its frames are the low-rate video), else test clips of the dataset (every (K+1)-th piece kept, the
+    ground truth shown next to the result).
     """
     puzzle, device = solver.config.puzzle, solver.device
     pieces, fpp, k = puzzle.pieces, puzzle.frames_per_piece, args.superres
@@ -88,8 +88,8 @@ def superres(args, solver):
     b = content.shape[0]
     batch = {"content": content.to(device), "true_pos": torch.arange(pieces, device=device).expand(b, -1),
              "missing": torch.from_numpy(~keep).to(device).expand(b, -1)}
-    _, generated = solver.solve_batch(batch, pinned=torch.ones_like(batch["missing"]))   # in pixels
-    rows = [video_row(batch, np.arange(pieces)[None].repeat(b, 0), generated, k=i) for i in range(b)]
+    positions, generated = solver.solve_batch(batch, pinned=~batch["missing"])   # given pieces pinned; in pixels
+    rows = [video_row(batch, positions, generated, k=i) for i in range(b)]
     if args.video:                                             # no ground truth for the user's clip
         rows = [(clips[:2], marks[:2]) for clips, marks in rows]
     name = f"{stem(args.video)}_superres.gif" if args.video else "superres.gif"

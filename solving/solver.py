@@ -15,7 +15,7 @@ from config import PARTS, load_checkpoint
 from diffusion import GaussianDiffusion
 from jpdvt import SAMPLING, SampleOptions, anchor_pieces, code_costs, position_table, solve, told_and_pinned
 from plumbing.cli import AUTOCAST, UserError, autocast, resolve_device, solving_threads
-from solving.judge import JUDGES, judge_for
+from solving.judge import judge_for
 from sources.vae import load_codec
 
 
@@ -45,7 +45,7 @@ class Solver:
         """(told, pinned) (B, N) bool: the pieces whose code the network is told, and those kept on their true cells
         in the assignment (default: the anchor of the solver's puzzles, if they have one): jpdvt.told_and_pinned."""
         pinned = anchor_pieces(batch, self.config.puzzle.anchor) if pinned is None else pinned
-        return told_and_pinned(pinned, self.trained.anchor)
+        return told_and_pinned(batch, pinned, self.trained.anchor)
 
     def costs(self, batch, given, opts=None):
         """(costs (S, B, N, positions), content with missing pieces generated) of a batch of pixel puzzles (code_costs;
@@ -65,10 +65,7 @@ class Solver:
     def with_judge(self, name, opts=None):
         """The solver's options or opts, with the judge of that name (solving/judge.py JUDGES; "none": the paper's
         assignment)."""
-        if name not in JUDGES:
-            raise UserError(f"judge must be one of {', '.join(JUDGES)}, got {name!r}")
-        opts = opts or self.opts
-        return replace(opts, judge=judge_for(name, self.config.puzzle, opts.assign))
+        return replace(opts or self.opts, judge=judge_for(name, self.config.puzzle))
 
     def solve(self, pieces, pins=None, seed=0, judge="none", callback=None):
         """
