@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from bench.recipes import TEST_PUZZLES
 from bench.report import save_result
-from metrics import kendall_distance, piece_accuracy, puzzle_accuracy
+from metrics import kendall_distance, piece_accuracy, puzzle_accuracy, relabel_generated
 from puzzles import ImageConfig, VideoConfig, puzzle_set
 
 IMAGE_SOLVERS = {
@@ -152,22 +152,25 @@ def solve_image(pieces, grid, method, given=None):
 # Videos
 # ----------------------------------------------------------------------------
 
-def chain_video(clips):
+def chain_video(clips, missing=None):
     """
     Order video pieces (N, F, ...) in time: piece 0 first, then repeatedly the unused piece whose first frame is
-    nearest (squared difference) the chain's last frame. Returns positions (N,), positions[i] = time slot.
+    nearest (squared difference) the chain's last frame. Returns positions (N,), positions[i] = time slot. Missing
+    pieces (missing (N,) bool) have no frames: the given pieces are chained alone into the first slots, and the
+    missing ones take the slots left over, the last ones (a chain cannot tell where a gap lies).
     """
     c = np.asarray(clips, dtype=np.float64)
     n = len(c)
+    missing = np.zeros(n, bool) if missing is None else np.asarray(missing, bool)
     first, last = c[:, 0].reshape(n, -1), c[:, -1].reshape(n, -1)
     dist = ((last[:, None] - first[None]) ** 2).sum(-1)            # dist[i, j]: j right after i
-    chain, free = [0], list(range(1, n))
+    chain, free = [0], [i for i in range(1, n) if not missing[i]]
     while free:
         j = free[int(np.argmin(dist[chain[-1], free]))]
         chain.append(j)
         free.remove(j)
     positions = np.empty(n, dtype=np.int64)
-    positions[chain] = np.arange(n)
+    positions[chain + list(np.flatnonzero(missing))] = np.arange(n)
     return positions
 
 
@@ -214,3 +217,26 @@ def video_baselines(dataset, data_dir, pieces, fpp, num, seed):
     save_result(f"baseline video {dataset} {pieces}x{fpp} 32px seed {seed} ({num} clips): nearest-neighbour chaining",
                 {"group": "fresh-seed", "train_minutes": 0.0, "command": "python -m bench fresh-seed-baselines",
                  "metrics": metrics})
+
+
+def masked_video_baselines(dataset, data_dir, pieces, fpp, num, seed, missing):
+    """Frame chaining (chain_video: the given pieces chained nearest-first, the missing ones in the slots left over)
+    on the first `num` test clips of `seed` with `missing` pieces missing, the clips sample.py --missing scores:
+    strict and as-a-set Kendall distances and exact orders, each with its 95% interval over clips."""
+    from bench.intervals import interval
+    test = puzzle_set(VideoConfig(dataset, data_dir, pieces, fpp, 32, missing=missing), "test", seed=seed)
+    items = [test[i] for i in tqdm(range(num), desc=f"chaining {pieces}x{fpp} missing {missing}")]
+    true = np.stack([it["true_pos"].numpy() for it in items])
+    gone = np.stack([it["missing"].numpy() for it in items])
+    pred = np.stack([chain_video(it["content"].numpy(), m) for it, m in zip(items, gone)])
+    as_set = relabel_generated(pred, true, gone)
+    per_clip = {"kendall": kendall_distance(pred, true), "exact": (pred == true).all(1).astype(float),
+                "kendall_set": kendall_distance(pred, as_set), "exact_set": (pred == as_set).all(1).astype(float)}
+    rng, metrics = np.random.default_rng(0), {"num_puzzles": num, "missing": missing}
+    for k, v in per_clip.items():
+        metrics[k], *metrics[f"{k}_95"] = interval(v[None], rng)
+    save_result(f"baseline video {dataset} {pieces}x{fpp} 32px missing {missing} seed {seed} ({num} clips): "
+                "nearest-neighbour chaining", {"group": "masked-clips", "train_minutes": 0.0,
+                                               "command": "python -m bench masked-clips-baselines",
+                                               "metrics": metrics})
+    return metrics

@@ -14,7 +14,7 @@ import numpy as np
 from bench.report import save_result
 
 DRAWS = 2000                                 # bootstrap resamples
-KEYS = {"image": ("piece_acc", "puzzle_acc"), "video": ("kendall", "exact")}
+KEYS = {"image": ("piece_acc", "puzzle_acc"), "video": ("kendall", "exact", "kendall_set", "exact_set")}
 
 
 def interval(per_puzzle, rng):

@@ -111,6 +111,15 @@ def test_chain_video_orders_a_moving_dot():
     np.testing.assert_array_equal(chain_video(clips[order]), order)    # shuffled piece i is true piece order[i]
 
 
+def test_chain_video_chains_the_given_pieces_and_leaves_the_last_slots_to_the_missing():
+    y, x = np.mgrid[0:16, 0:24]
+    frames = np.stack([np.exp(-((y - 4 - 0.5 * t) ** 2 + (x - 2 - t) ** 2) / 4) for t in range(10)])
+    clips = frames.reshape(5, 2, 16, 24)
+    missing = np.array([False, False, True, False, False])             # true piece 2 has no frames
+    clips[2] = 0
+    np.testing.assert_array_equal(chain_video(clips, missing), [0, 1, 4, 2, 3])    # 0, 1, 3, 4 chained; 2 last
+
+
 def test_unknown_solver():
     with pytest.raises(ValueError, match="unknown solver"):
         solve_image(np.zeros((4, 4, 4, 3)), (2, 2), "nope")
