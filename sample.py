@@ -14,6 +14,8 @@ or the default. Your own pieces, and temporal super-resolution: python -m solvin
 import argparse
 import json
 import os
+import shlex
+import sys
 import time
 from dataclasses import asdict, replace
 
@@ -81,7 +83,7 @@ def main(args):
     per_puzzle = {k: np.stack([p[k] for p in passes]) for k in passes[0]}    # (passes, puzzles)
     metrics = {**{k: float(v.mean()) for k, v in per_puzzle.items()}, "counted": COUNTED[puzzle.kind],
                "num_puzzles": num, "sec_per_puzzle": seconds / (num * args.repeats), "split": args.split,
-               "seed": args.seed, "repeats": args.repeats,
+               "seed": args.seed, "repeats": args.repeats, "command": shlex.join(["python", *sys.argv]),
                "ckpt": args.ckpt, "train_step": ckpt["step"], **described,
                **{k: v for k, v in asdict(puzzle).items() if k != "data_dir"},
                "anchor_told_to_network": bool(told.any()),

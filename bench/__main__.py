@@ -20,7 +20,8 @@ from plumbing.cli import positive
 
 # what `python -m bench NAME` runs besides recipes
 GROUPS = ["baselines", "baselines-val", "fresh-seed", "fresh-seed-baselines", "masked-clips-baselines", "ensemble",
-          "assign", "one-call-val", "candidate-val", "throughput", "memory-estimate", "gpu-record", "loader-imagenet", "loader-prepared"]
+          "assign", "one-call-val", "candidate-val", "throughput", "memory-estimate", "gpu-record", "loader-imagenet",
+          "loader-prepared"]
 # the flags a resumed run may take (every other setting comes from its checkpoint)
 RESUMABLE = ("--max-steps", "--eval-every", "--ckpt-every", "--workers", "--out")   # flags --resume accepts
 

@@ -36,13 +36,16 @@ def main(args):
         name = os.path.splitext(os.path.basename(m["ckpt"]))[0]
         protocol = ("anchored" if puzzle["anchor"] else "all pieces") if kind == "image" else "clips"
         key = f"interval {name} {m['split']} missing {puzzle['missing']} {protocol} seed {m['seed']} x{m['repeats']}"
+        if m.get("sampling_from", {}).get("samples") == "flag":    # K set by a flag, not the checkpoint's: its own row
+            key += f" samples {m['samples']}"
         print(key, " ".join(f"{k} {v:.4f} [{lo:.4f}, {hi:.4f}]" for k, (v, lo, hi) in row.items()))
         save_result(key, {"command": f"python -m bench.intervals {folder}", "group": "intervals",
                           "metrics": {**{k: v for k, (v, _, _) in row.items()},
                                       **{f"{k}_95": [lo, hi] for k, (_, lo, hi) in row.items()},
                                       "sources": len(m["per_puzzle"][KEYS[kind][0]][0]), "passes": m["repeats"],
                                       "samples": m["samples"], "sampler": m["sampler"], "judge": m["judge"],
-                                      "sec_per_puzzle": m["sec_per_puzzle"], "sampled_by": m.get("ckpt")}})
+                                      "sec_per_puzzle": m["sec_per_puzzle"], "sampled_by": m.get("ckpt")},
+                          "sampled_with": m.get("command")})
 
 
 def get_parser():
