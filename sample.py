@@ -21,6 +21,7 @@ from dataclasses import asdict, replace
 
 import numpy as np
 import torch
+from torch.utils.data import default_collate  # as puzzles.collate: the items' tensors stacked
 from tqdm import tqdm
 
 import jpdvt
@@ -29,7 +30,7 @@ from diffusion import SAMPLERS, GaussianDiffusion
 from metrics import ASSIGNERS
 from pictures import save_pictures
 from plumbing.cli import AUTOCAST, UserError, cpu_threads, non_negative, positive, resolve_device, user_errors
-from puzzles import collate, puzzle_set
+from puzzles import puzzle_set
 from sources.files import data_folder, find_data
 
 COUNTED = {"image": "piece_acc and puzzle_acc count the pieces with content that the model had to place, not the "
@@ -68,7 +69,7 @@ def main(args):
         opts.generator.manual_seed(args.seed + r)
         scores = []
         for start in tqdm(range(0, num, args.batch_size), unit="batch", desc=f"solving (pass {r + 1}/{args.repeats})"):
-            batch = collate([test[i] for i in range(start, min(start + args.batch_size, num))])  # (B, N, ...)
+            batch = default_collate([test[i] for i in range(start, min(start + args.batch_size, num))])  # (B, N, ...)
             batch = {k: v.to(device) for k, v in batch.items()}
             told, pinned = jpdvt.told_and_pinned(batch, jpdvt.anchor_pieces(batch, puzzle.anchor), trained.anchor)
             t = time.time()
