@@ -94,7 +94,8 @@ IMAGE_VAL_BASELINES = IMAGE_BASELINES[1:]                         # the photo se
 # the shipped checkpoints: `python -m bench --export` of their recipes' EMA weights (above)
 SHIPPED = {name: f"checkpoints/{name}.pt" for name in ("image-shapes-3x3", "video-digits-5x4", "video-mmnist-10x2",
                                                        "video-mmnist-5x4", "video-mmnist-20x1", "image-photos-3x3",
-                                                       "image-photos-3x3-gap", "image-photos-3x3-missing")}
+                                                       "image-photos-3x3-gap", "image-photos-3x3-missing",
+                                                       "video-mmnist-8x4-missing")}
 # the README's video figures: each shipped video model once, with its own estimator, on test clips of a seed no
 # choice has seen; (dataset, data dir, pieces, frames per piece) of each for frame chaining on the same clips
 FRESH = 20261202
