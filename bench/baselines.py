@@ -157,7 +157,8 @@ def chain_video(clips, missing=None):
     Order video pieces (N, F, ...) in time: piece 0 first, then repeatedly the unused piece whose first frame is
     nearest (squared difference) the chain's last frame. Returns positions (N,), positions[i] = time slot. Missing
     pieces (missing (N,) bool) have no frames: the given pieces are chained alone into the first slots, and the
-    missing ones take the slots left over, the last ones (a chain cannot tell where a gap lies).
+    missing ones take the slots left over, the last ones (a choice: a chain could also look for the largest jump
+    between neighbours to place a gap, which would do better).
     """
     c = np.asarray(clips, dtype=np.float64)
     n = len(c)
