@@ -25,8 +25,7 @@ from dit import CODES, CONFIGS, DiT, DiTConfig
 from plumbing.cli import UserError, check_puzzle, grid, positive, user_errors
 from puzzles import ImageConfig, ImagePuzzles
 from sources.images import DATASETS
-from train import train
-from training.flags import add_train_flags, check_known
+from train import add_train_flags, check_known, train
 
 PAPER_DATASETS = ("imagenet", "jpwleg3")          # the paper's settings by default (--no-paper: the tiny recipe)
 # the settings of a run: every key of the paper's table must be a field of one of them

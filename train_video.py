@@ -31,8 +31,7 @@ from plumbing.cli import UserError, check_puzzle, user_errors
 from puzzles import VideoConfig, VideoPuzzles, curriculum_pieces
 from sources.vae import VAE_FACTOR, load_codec
 from sources.videos import FOLDER_VIDEOS, VIDEO_DATASETS
-from train import train
-from training.flags import add_train_flags, check_known
+from train import add_train_flags, check_known, train
 from unet3d import CONFIGS, UNet3D, UNetConfig
 
 PAPER_DATASETS = ("clevrer", "ucf101", "qst")          # the paper's settings by default (--no-paper: the tiny recipe)

@@ -2,7 +2,7 @@
 What every script shares on the command line, in three parts that import nothing of the method: clean errors
 (`UserError`, `user_errors`), argparse types and the checks of a puzzle's settings (`positive`, `grid`,
 `check_puzzle`), and the device a script runs on (`resolve_device`, `cpu_threads`, `autocast`). Not in the paper.
-The flags of each script live beside it: sample.py's sampling flags, training/flags.py's training flags.
+The flags of each script live beside it: sample.py's sampling flags, train.py's training flags.
 
 A wrong flag, a missing file or an unreadable dataset raises `UserError` with one sentence that names the flag or
 file and says what to do; `user_errors` turns it into one `error: ...` line and exit code 2, never a traceback.
