@@ -121,7 +121,7 @@ def test_the_offline_route_to_mnist_is_in_the_readme_and_works(tmp_path, monkeyp
     """The README gives `--mirror file:///FOLDER/` for a machine without the network; it fetches from a local folder
     (md5-checked), and mnist/ is ignored by git."""
     readme = " ".join(open(os.path.join(ROOT, "README.md")).read().split())
-    assert "`python mnist.py --download mnist` (online; offline, put the four MNIST .gz files in a folder and add " \
+    assert "`python mnist.py --download mnist` (offline: put the four MNIST .gz files in a folder, add " \
            "`--mirror file:///path/to/folder/`)" in readme
     monkeypatch.setattr(mnist, "MD5", fake_mnist(tmp_path / "copy"))
     monkeypatch.setattr(mnist, "MIRRORS", ())                           # no network: only the mirror given
