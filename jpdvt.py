@@ -92,14 +92,18 @@ SAMPLING = ("steps", "sampler", "samples", "assign")   # the options a checkpoin
 # | image, trained without, scored with one    | none                | the anchor          | placed pieces but it   |
 # | image without an anchor (--no-anchor)      | none                | none                | every placed piece     |
 # | clip (always anchored: its first piece)    | the anchor          | the anchor          | every slot (the order) |
-# | clip, super-resolution                     | the anchor          | every given piece   | (generated frames)     |
+# | clip, super-resolution, any masked model   | the anchor          | every given piece   | (generated frames)     |
+# | clip, a super-resolution model (superres)  | every given piece   | every given piece   | (generated frames)     |
 # | your own pieces with pins (solving/bag.py) | the first pin, if trained with an anchor | every pin | (none) |
 #
 # A model trained with an anchor and scored without one (--no-anchor) is told nothing: it never sees its anchor.
 # The anchor is the first shuffled piece (anchor_pieces). Training tells the anchor's code and nothing else, and the
 # anchor is never missing: so a network is told at most one code, that of a piece with content, and only if it
-# trained with an anchor. "Placed" pieces have content; a missing piece's content is generated and not scored in an
-# image (a clip scores every slot, the generated pieces' too).
+# trained with an anchor. A super-resolution model (VideoConfig.superres = K) trains on one pattern instead: the
+# pieces at slots 0, K+1, 2(K+1), ... given, the K between each pair missing, and told every given piece's code (a
+# low-rate video comes in time order), so it is told them all (pinned_pieces). "Placed" pieces have content; a
+# missing piece's content is generated and not scored in an image (a clip scores every slot, the generated pieces'
+# too).
 
 def anchor_pieces(batch, anchored):
     """(B, N) bool: the anchor, piece 0 when `anchored` (images: the first shuffled piece, at a random cell; videos:
@@ -109,13 +113,23 @@ def anchor_pieces(batch, anchored):
     return anchor
 
 
-def told_and_pinned(batch, pinned, trained_anchor):
-    """(told, pinned) (B, N) bool from the pieces pinned to their true cells (B, N) bool: the network is told the code
-    of the first pinned piece with content of each puzzle, and only if it trained with an anchor (`trained_anchor`);
-    the other pins hold their cells in the assignment only (the table above)."""
+def pinned_pieces(batch, puzzle):
+    """(B, N) bool: the pieces whose true cell is known in the puzzles of `puzzle` (an ImageConfig or VideoConfig):
+    the anchor, and in super-resolution (puzzle.superres) every given piece."""
+    pinned = anchor_pieces(batch, puzzle.anchor)
+    return pinned | ~batch["missing"] if getattr(puzzle, "superres", 0) else pinned
+
+
+def told_and_pinned(batch, pinned, trained):
+    """(told, pinned) (B, N) bool from the pieces pinned to their true cells (B, N) bool, for a network trained on the
+    puzzles of `trained` (its ImageConfig or VideoConfig): it is told the code of the first pinned piece with content
+    of each puzzle, and only if it trained with an anchor; a super-resolution model (trained.superres) every pinned
+    piece with content. The other pins hold their cells in the assignment only (the table above)."""
     can = pinned & ~batch["missing"]
+    if getattr(trained, "superres", 0):
+        return can, pinned
     first = can & (can.long().cumsum(1) == 1)
-    return first & bool(trained_anchor), pinned
+    return first & bool(trained.anchor), pinned
 
 
 def model_fn(model, missing, given):

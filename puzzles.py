@@ -61,6 +61,8 @@ class VideoConfig:
     channels: int = 1                        # pixel channels of the frames (1 grey, 3 RGB)
     frame_stride: int = 1                    # keep every N-th frame
     missing: int = 0                         # missing pieces: 0..K at random in training, exactly K when scoring
+    superres: int = 0                        # temporal super-resolution: the pieces at slots 0, K+1, 2(K+1), ... are
+    # given and told (a low-rate video comes in time order), the K between each pair missing; 0: missing at random
     vae: Optional[str] = None                # autoencoder folder: diffuse its latents instead of pixels
     curriculum: Optional[Tuple[int, int, int]] = None  # training: (first pieces, steps to all, stream items a step)
 
@@ -198,7 +200,8 @@ class VideoPuzzles(torch.utils.data.Dataset):
     Returns dict(content (N, F, C, H, W) in [-1, 1], true_pos (N,) with true_pos[0] = 0, missing (N,) bool, never
     the anchor). Training puzzles have 0..missing pieces missing (at most N - 2 of a curriculum's shorter N pieces,
     so that one piece beside the anchor is left to place) and, with cfg.curriculum = (first, steps, per_step: the
-    global batch), start as shorter windows of `first` pieces (slots 0..first-1), growing to all.
+    global batch), start as shorter windows of `first` pieces (slots 0..first-1), growing to all. With cfg.superres
+    = K, every puzzle, in training and test alike, misses the pieces between slots 0, K+1, 2(K+1), ...
     """
 
     def __init__(self, cfg, split, seed=0, clips=None):
@@ -228,6 +231,8 @@ class VideoPuzzles(torch.utils.data.Dataset):
         # a no-op: check_puzzle bounds --missing)
         start = None if self.train else (len(clip) - self.span) // 2
         puzzle = make_video_puzzle(clip, pieces, self.cfg.frames_per_piece, rng=rng, missing=k, start=start)
+        if self.cfg.superres:       # super-resolution: the slots between every (K + 1)-th piece's are missing
+            puzzle["missing"] = puzzle["true_pos"] % (self.cfg.superres + 1) != 0
         return self.clips.item(puzzle) if self.clips.latent else video_item(puzzle)
 
 

@@ -71,7 +71,7 @@ def main(args):
         for start in tqdm(range(0, num, args.batch_size), unit="batch", desc=f"solving (pass {r + 1}/{args.repeats})"):
             batch = default_collate([test[i] for i in range(start, min(start + args.batch_size, num))])  # (B, N, ...)
             batch = {k: v.to(device) for k, v in batch.items()}
-            told, pinned = jpdvt.told_and_pinned(batch, jpdvt.anchor_pieces(batch, puzzle.anchor), trained.anchor)
+            told, pinned = jpdvt.told_and_pinned(batch, jpdvt.pinned_pieces(batch, puzzle), trained)
             t = time.time()
             with torch.autocast(device.type, AUTOCAST[args.precision], enabled=args.precision != "fp32"):
                 positions, content = jpdvt.solve(model, diffusion, batch, table, opts, told, pinned, codec)

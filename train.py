@@ -33,9 +33,9 @@ from config import FORMAT
 from diffusion import PREDICTIONS, GaussianDiffusion
 from jpdvt import (
     SampleOptions,
-    anchor_pieces,
     code_costs,
     pinned_cells,
+    pinned_pieces,
     place,
     position_table,
     puzzle_loss,
@@ -102,8 +102,8 @@ def train(config, model, train_set, held_out, run, start=None, encode=None):
         batch = encode({k: v.to(device, non_blocking=True) for k, v in batch.items()})   # content (B, N, ...)
         lr = set_lr(opt, learning_rate(tc, step))
         opt.zero_grad(set_to_none=True)
-        anchor = anchor_pieces(batch, config.puzzle.anchor)
-        told, _ = told_and_pinned(batch, anchor, config.puzzle.anchor)   # the anchor's code, if it trains with one
+        pinned = pinned_pieces(batch, config.puzzle)                 # the anchor (super-resolution: given pieces)
+        told, _ = told_and_pinned(batch, pinned, config.puzzle)      # the anchor's code, if it trains with one
         if world == 1 and tc.accum == 1:                             # one process, one batch: the step itself
             with autocast(device, tc.precision):
                 losses = puzzle_loss(net, diffusion, batch, table=table, given=told, weights=weights)
@@ -219,7 +219,7 @@ def held_out_check(ema, diffusion, batch, table, config):
     device, puzzle = table.device, config.puzzle
     noise = torch.Generator(device).manual_seed(0)
     opts = SampleOptions(steps=config.train.eval_steps, sampler="ddim", generator=noise)
-    given, pinned = told_and_pinned(batch, anchor_pieces(batch, puzzle.anchor), puzzle.anchor)
+    given, pinned = told_and_pinned(batch, pinned_pieces(batch, puzzle), puzzle)
     with autocast(device, config.train.precision):
         costs, generated = code_costs(ema, diffusion, batch, table=table, opts=opts, given=given,
                                       latent=getattr(puzzle, "vae", None) is not None)

@@ -135,6 +135,10 @@ def get_parser():
     p.add_argument("--missing", type=int,
                    help="up to K missing pieces while training (0..K at random), exactly K when evaluating (default "
                         "0: the content head then learns nothing; paper: at most 25%% of the pieces)")
+    p.add_argument("--superres", type=int,
+                   help="train temporal super-resolution (the supplement's downstream task): the pieces at slots 0, "
+                        "K+1, 2(K+1), ... given and their codes told (a low-rate video comes in time order), the K "
+                        "between each pair missing (default 0: --missing at random)")
     p.add_argument("--size", type=int,
                    help="frame side in pixels (default: digits 32, other datasets 64; paper: 64 MovingMNIST, 256 "
                         "with --vae)")

@@ -126,6 +126,10 @@ def check_puzzle(p):
     if p.frames_per_piece < 1:
         raise UserError(f"--frames-per-piece must be at least 1, got {p.frames_per_piece}")
     check_missing(p.missing, p.pieces, kept=1, what=f"{p.pieces} pieces (the first, the anchor, stays given)")
+    if p.superres and (p.missing or p.curriculum or p.superres < 0 or (p.pieces - 1) % (p.superres + 1)):
+        raise UserError(f"--superres K gives the pieces at slots 0, K+1, ..., up to the last ({p.pieces - 1}), and "
+                        f"generates the rest: it needs --missing 0, no --curriculum and --pieces - 1 a multiple of "
+                        f"K + 1, got K {p.superres}, {p.pieces} pieces, --missing {p.missing}")
     if p.frame_stride < 1:
         raise UserError(f"--frame-stride must be at least 1, got {p.frame_stride}")
 

@@ -6,7 +6,7 @@ Task: Temporal Super-resolution" (--superres); the rest is not in the paper (pie
 
     python -m solving.own --ckpt checkpoints/image-photos-3x3.pt --pieces my_pieces/    # solved.png, arrangement.json
     python -m solving.own --ckpt checkpoints/video-mmnist-10x2.pt --frames my_clips/    # order.json
-    python -m solving.own --ckpt out/video/ckpt.pt --superres 1        # 1 generated piece between given ones
+    python -m solving.own --ckpt checkpoints/video-mmnist-7x4-superres.pt --superres 1    # 1 piece between given ones
     result = solving.load("checkpoints/image-photos-3x3.pt").solve(pieces)            # a Result
 """
 import argparse
@@ -53,11 +53,24 @@ def stem(path):
     return os.path.splitext(os.path.basename(os.path.normpath(path)))[0]
 
 
+def check_pattern(ckpt, trained, k, generated):
+    """Refuse a pattern the checkpoint never trained on: a super-resolution model knows its own K alone; a model
+    trained with up to M pieces missing at random, patterns of at most M generated pieces."""
+    if trained.superres and k != trained.superres:
+        raise UserError(f"--superres {k}: {ckpt} trained super-resolution with K = {trained.superres} only; pass "
+                        f"--superres {trained.superres}")
+    if not trained.superres and generated > trained.missing:
+        raise UserError(f"--superres {k} generates {generated} of the {trained.pieces} pieces, and {ckpt} trained "
+                        f"with at most {trained.missing} missing; use a model trained with --superres {k} (such as "
+                        "checkpoints/video-mmnist-7x4-superres.pt) or with --missing of at least that many")
+
+
 def superres(args, solver):
     """
     The pieces at positions 0, K+1, 2(K+1), ... are given, the K pieces between each pair are missing content
-    generated: the given pieces keep their slots in the assignment, the missing ones take the slots left free, and the
-    network is told only the anchor's code, the first piece's, as in training (jpdvt.told_and_pinned). Input: the clip
+    generated: the given pieces keep their slots in the assignment, the missing ones take the slots left free. The
+    network is told what its training told it (jpdvt.told_and_pinned): a super-resolution model (trained with
+    --superres K) every given piece's code, any other masked model the anchor's alone. Input: the clip
     of --video (its frames are the low-rate video), else test clips of the dataset (every (K+1)-th piece kept, the
     ground truth shown next to the result).
     """
@@ -71,10 +84,7 @@ def superres(args, solver):
         raise UserError(f"--superres {k} does not fit this {pieces}-piece checkpoint (given pieces at 0, K+1, ... "
                         f"up to {pieces - 1}); use {' or '.join(map(str, valid)) or 'a checkpoint with more pieces'}")
     keep = np.arange(pieces) % (k + 1) == 0                   # time slots of the given (low-rate) pieces
-    generated = int((~keep).sum())
-    if generated > solver.trained.missing:
-        print(f"note: --superres {k} generates {generated} of the {pieces} pieces, and this model trained with at "
-              f"most {solver.trained.missing} missing; expect poorer frames")
+    check_pattern(args.ckpt, solver.trained, k, int((~keep).sum()))
     if args.video:
         low = read_clip(args, puzzle, int(keep.sum()) * fpp)
         low = low.reshape(-1, fpp, *low.shape[1:])           # (m f) h w c -> m f h w c
@@ -82,7 +92,7 @@ def superres(args, solver):
         full[keep] = low
         content = video_tensor(full)[None]
     else:                                                      # test clips in time order: (B, N, F, C, H, W)
-        test = VideoPuzzles(replace(puzzle, missing=0), "test", args.seed)
+        test = VideoPuzzles(replace(puzzle, missing=0, superres=0), "test", args.seed)
         items = [test[i] for i in range(min(args.num_puzzles, SUPERRES_CLIPS, len(test)))]
         content = torch.stack([it["content"][torch.argsort(it["true_pos"])] for it in items])
     b = content.shape[0]

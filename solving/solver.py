@@ -13,7 +13,7 @@ import torch
 
 from config import PARTS, load_checkpoint
 from diffusion import GaussianDiffusion
-from jpdvt import SAMPLING, SampleOptions, anchor_pieces, code_costs, position_table, solve, told_and_pinned
+from jpdvt import SAMPLING, SampleOptions, code_costs, pinned_pieces, position_table, solve, told_and_pinned
 from plumbing.cli import AUTOCAST, UserError, autocast, resolve_device, solving_threads
 from solving.judge import judge_for
 from sources.vae import load_codec
@@ -39,13 +39,13 @@ class Solver:
     @property
     def generates(self):
         """Trained with missing pieces, so it generates their content."""
-        return self.trained.missing > 0
+        return self.trained.missing > 0 or self.trained.kind == "video" and self.trained.superres > 0
 
     def told(self, batch, pinned=None):
         """(told, pinned) (B, N) bool: the pieces whose code the network is told, and those kept on their true cells
-        in the assignment (default: the anchor of the solver's puzzles, if they have one): jpdvt.told_and_pinned."""
-        pinned = anchor_pieces(batch, self.config.puzzle.anchor) if pinned is None else pinned
-        return told_and_pinned(batch, pinned, self.trained.anchor)
+        in the assignment (default: jpdvt.pinned_pieces of the solver's puzzles, their anchor): told_and_pinned."""
+        pinned = pinned_pieces(batch, self.config.puzzle) if pinned is None else pinned
+        return told_and_pinned(batch, pinned, self.trained)
 
     def costs(self, batch, given, opts=None):
         """(costs (S, B, N, positions), content with missing pieces generated) of a batch of pixel puzzles (code_costs;

@@ -5,10 +5,12 @@ import ast
 import pathlib
 import sys
 
+import pytest
 import torch
-from conftest import own_run, tiny_run, train_video_run
+from conftest import own_run, train_video_run
 
-from jpdvt import anchor_pieces, told_and_pinned
+from jpdvt import anchor_pieces, pinned_pieces, told_and_pinned
+from puzzles import ImageConfig, VideoConfig, VideoPuzzles
 from unet3d import UNet3D
 
 T, F = True, False
@@ -17,38 +19,67 @@ T, F = True, False
 def test_told_is_the_first_pin_with_content_and_only_for_a_model_trained_with_an_anchor():
     pinned = torch.tensor([[T, F, T, T], [F, F, F, F], [F, T, F, T], [T, F, T, F]])
     batch = {"missing": torch.tensor([[F, F, F, F], [F, F, F, F], [F, F, F, F], [T, F, F, F]])}
-    told, kept = told_and_pinned(batch, pinned, trained_anchor=True)
+    told, kept = told_and_pinned(batch, pinned, ImageConfig(anchor=True))
     assert told.tolist() == [[T, F, F, F], [F, F, F, F], [F, T, F, F], [F, F, T, F]]   # a missing pin is never told
     assert torch.equal(kept, pinned)                                        # every pin holds in the assignment
-    told, kept = told_and_pinned(batch, pinned, trained_anchor=False)
+    told, kept = told_and_pinned(batch, pinned, ImageConfig(anchor=False))
     assert not told.any() and torch.equal(kept, pinned)
+    told, kept = told_and_pinned(batch, pinned, VideoConfig(pieces=5, superres=1))   # super-resolution: every pin
+    assert torch.equal(told, pinned & ~batch["missing"]) and torch.equal(kept, pinned)
 
 
 def test_anchored_test_puzzles_tell_the_anchor_alone():
     batch = {"missing": torch.tensor([[F, T, F], [F, F, T]])}
-    told, pinned = told_and_pinned(batch, anchor_pieces(batch, True), trained_anchor=True)
+    told, pinned = told_and_pinned(batch, anchor_pieces(batch, True), ImageConfig(anchor=True))
     assert told.tolist() == pinned.tolist() == [[T, F, F], [T, F, F]]
 
 
-def test_superres_tells_the_network_only_what_training_showed_it(tmp_path_factory, tmp_path, monkeypatch):
-    """Super-resolution pins every given piece but tells only the anchor: the network never sees a told piece that
-    is missing, nor more than one told piece (training never made either)."""
-    ckpt = tiny_run(tmp_path_factory, train_video_run, ["--pieces", "3", "--frames-per-piece", "2", "--size", "16",
-                                                        "--batch-size", "4", "--eval-puzzles", "4", "--eval-steps",
-                                                        "2", "--warmup", "0", "--workers", "0"], steps=2)
-    seen, forward = [], UNet3D.forward                 # 3 pieces: 0 and 2 given, 1 generated
+def test_superres_puzzles_miss_the_pieces_between_every_other_one_in_training_and_test():
+    for split in ("train", "test"):
+        puzzles = VideoPuzzles(VideoConfig(pieces=5, frames_per_piece=1, size=16, superres=1), split)
+        for i in range(3):
+            item = puzzles[i]
+            assert torch.equal(item["missing"], item["true_pos"] % 2 == 1)
+            assert torch.equal(pinned_pieces(item_batch(item), puzzles.cfg)[0], ~item["missing"])
+
+
+def item_batch(item):
+    return {k: v[None] for k, v in item.items()}
+
+
+def patterns(calls):
+    """The (told and given, told and missing, untold and given, untold and missing) piece counts of each puzzle the
+    network saw in `calls` [(missing, told) (B, N) bool], as a set."""
+    out = set()
+    for missing, told in calls:
+        for m, g in zip(missing.tolist(), told.tolist()):
+            pairs = list(zip(g, m))
+            out.add(tuple(pairs.count(p) for p in ((T, F), (T, T), (F, F), (F, T))))
+    return out
+
+
+@pytest.mark.parametrize("pattern", [["--missing", "1"], ["--superres", "1"]])
+def test_superres_tells_the_network_only_what_training_showed_it(tmp_path, monkeypatch, pattern):
+    """Super-resolution (3 pieces: 0 and 2 given, 1 generated) feeds the network only the told / missing combinations
+    its training did: a model trained with a piece missing at random is told the anchor alone, one trained on the
+    super-resolution pattern every given piece."""
+    seen, forward = [], UNet3D.forward
 
     def spy(self, code, content, t, missing, given):
         seen.append((missing.clone(), given.clone()))
         return forward(self, code, content, t, missing, given)
 
     monkeypatch.setattr(UNet3D, "forward", spy)
-    own_run("--ckpt", ckpt, "--superres", "1", "--num-puzzles", "2", "--steps", "2", "--out", tmp_path)
-    assert seen
+    train_video_run("--pieces", "3", "--frames-per-piece", "2", "--size", "16", "--batch-size", "8", "--eval-puzzles",
+                    "4", "--eval-steps", "2", "--warmup", "0", "--workers", "0", "--max-steps", "2", "--out",
+                    tmp_path / "run", *pattern)
+    trained, seen[:] = patterns(seen), []
+    own_run("--ckpt", tmp_path / "run" / "ckpt.pt", "--superres", "1", "--num-puzzles", "2", "--steps", "2", "--out",
+            tmp_path)
+    assert seen and patterns(seen) <= trained, (patterns(seen), trained)
     for missing, given in seen:
         assert missing[:, 1].all() and not missing[:, [0, 2]].any()      # pieces 0 and 2 given, 1 generated
-        assert given[:, 0].all() and given.sum(1).eq(1).all()           # told: the anchor alone
-        assert not (missing & given).any()
+        assert given[:, 0].all() and given[:, 2].eq(pattern[0] == "--superres").all()
 
 
 def test_plumbing_imports_nothing_of_the_method():
