@@ -65,6 +65,14 @@ def check_pattern(ckpt, trained, k, generated):
                         "checkpoints/video-mmnist-7x4-superres.pt) or with --missing of at least that many")
 
 
+def low_rate_batch(content, keep):
+    """The puzzle batch of clips in time order, content (B, N, F, C, H, W), whose pieces at slots keep (N,) bool are
+    given and the others missing (their frames are not shown to the network)."""
+    b, n = content.shape[:2]
+    return {"content": content, "true_pos": torch.arange(n, device=content.device).expand(b, -1),
+            "missing": torch.from_numpy(~keep).to(content.device).expand(b, -1)}
+
+
 def superres(args, solver):
     """
     The pieces at positions 0, K+1, 2(K+1), ... are given, the K pieces between each pair are missing content
@@ -95,11 +103,9 @@ def superres(args, solver):
         test = VideoPuzzles(replace(puzzle, missing=0, superres=0), "test", args.seed)
         items = [test[i] for i in range(min(args.num_puzzles, SUPERRES_CLIPS, len(test)))]
         content = torch.stack([it["content"][torch.argsort(it["true_pos"])] for it in items])
-    b = content.shape[0]
-    batch = {"content": content.to(device), "true_pos": torch.arange(pieces, device=device).expand(b, -1),
-             "missing": torch.from_numpy(~keep).to(device).expand(b, -1)}
+    batch = low_rate_batch(content.to(device), keep)
     positions, generated = solver.solve_batch(batch, pinned=~batch["missing"])   # given pieces pinned; in pixels
-    rows = [video_row(batch, positions, generated, k=i) for i in range(b)]
+    rows = [video_row(batch, positions, generated, k=i) for i in range(len(content))]
     if args.video:                                             # no ground truth for the user's clip
         rows = [(clips[:2], marks[:2]) for clips, marks in rows]
     name = f"{stem(args.video)}_superres.gif" if args.video else "superres.gif"
