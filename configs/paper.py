@@ -33,6 +33,14 @@ VID_WEIGHTS = "supp. 'Video Experiments': 0.8 missing frames / 0.2 positional co
 LATENT = "Sec. 3.2 and supp. 'Latent Diffusion Models': 256x256x3 frames -> 32x32x4 Stable Diffusion latents (--vae)"
 STRIDE = "supp. 'Video Experiments': temporal downsampling 1, 4, 2, 2 for MovingMNIST, CLEVRER, UCF101, QST"
 
+ERODED_GRID = ("Sec. 4.1 and Table 3: 150 pieces, 'the setting with the largest number of pieces' of Bridger et al. "
+               "(CVPR 2020); the paper gives no grid: READ AS 10 x 15")
+ERODED_PIECE = ("Table 3 gives no piece size: READ AS the ImageNet protocol's 64 px pieces (Sec. 4.3), patch 16 as "
+                "there")
+ERODED_GAP = ("Table 3: '7% erosion'; READ AS a gap of 7% of the cell side between pieces, as the ImageNet erosion is "
+              "read (21 px of an 85 px cell): 5 px of a 69 px cell (7.2%); the other reading, 7% eroded from each "
+              "side of the cell (14% in all), would be --gap 10 (74 px cells)")
+
 EMA = ("not in the paper: the authors' released code (update_ema, rate 0.9999) and DiT keep an EMA of the weights at "
        "0.9999")
 COMMON = {"ema_decay": (0.9999, EMA), "schedule": ("constant", CONSTANT), "warmup": (0, CONSTANT),
@@ -50,6 +58,10 @@ IMAGE = {
                              "'without gap', 192 px images of 64 px pieces, supp. 'Image Experiments')")},
     "jpwleg3": {**IMAGE_COMMON, "piece_size": (96, "Sec. 4.1 'JPwLEG-3': 9 fragments of 96 x 96 px"),
                 "gap": (48, "Sec. 4.1 'JPwLEG-3': gaps of 48 px between them")},
+    # Table 3, 150 pieces with 7% erosion (75.9% of pieces, 45% of puzzles): a folder of photos (Bridger et al.'s data
+    # is not shipped with the paper), --dataset folder --paper
+    "folder": {**IMAGE_COMMON, "grid": ((10, 15), ERODED_GRID), "piece_size": (64, ERODED_PIECE),
+               "gap": (5, ERODED_GAP)},
 }
 VIDEO_COMMON = {**COMMON, "model": ("paper", UNET), "prediction": ("x0", X0), "lr": (1e-4, VID_TRAIN),
                 "batch_size": (32, VID_TRAIN), "max_steps": (250000, VID_TRAIN), "weight_content": (0.8, VID_WEIGHTS),

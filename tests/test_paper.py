@@ -90,7 +90,7 @@ def ucf101(root):
     return root
 
 
-LAYOUTS = {"imagenet": imagenet, "jpwleg3": jpwleg3, "movingmnist": mnist_seq, "clevrer": video_folder,
+LAYOUTS = {"imagenet": imagenet, "folder": imagenet, "jpwleg3": jpwleg3, "movingmnist": mnist_seq, "clevrer": video_folder,
            "ucf101": ucf101, "qst": video_folder}
 
 
@@ -138,7 +138,7 @@ def model_name(module, model):
 def test_readme_lists_every_paper_experiment():
     commands = readme_paper_commands()
     datasets = [flag(f, "--dataset") for _, f in commands]
-    assert set(datasets) == {"imagenet", "jpwleg3", "movingmnist", "clevrer", "ucf101", "qst"}
+    assert set(datasets) == {"imagenet", "folder", "jpwleg3", "movingmnist", "clevrer", "ucf101", "qst"}
     assert any("--gap" in f for _, f in commands) and any("--missing" in f for _, f in commands)
 
 
