@@ -90,8 +90,8 @@ def ucf101(root):
     return root
 
 
-LAYOUTS = {"imagenet": imagenet, "folder": imagenet, "jpwleg3": jpwleg3, "movingmnist": mnist_seq, "clevrer": video_folder,
-           "ucf101": ucf101, "qst": video_folder}
+LAYOUTS = {"imagenet": imagenet, "folder": imagenet, "jpwleg3": jpwleg3, "movingmnist": mnist_seq,
+           "clevrer": video_folder, "ucf101": ucf101, "qst": video_folder}
 
 
 @pytest.fixture(scope="module")
