@@ -14,14 +14,14 @@ import sys
 import time
 
 from bench import recipes as R
-from bench.baselines import image_baselines, masked_video_baselines, video_baselines
+from bench.baselines import image_baselines, masked_video_baselines, tree_check, video_baselines
 from bench.report import RESULTS, ROOT, load_results, render, save_result
 from plumbing.cli import positive
 
 # what `python -m bench NAME` runs besides recipes
 GROUPS = ["baselines", "baselines-val", "fresh-seed", "fresh-seed-baselines", "masked-clips-baselines", "ensemble",
           "assign", "one-call-val", "candidate-val", "throughput", "memory-estimate", "gpu-record", "loader-imagenet",
-          "loader-prepared"]
+          "loader-prepared", "tree-check"]
 # the flags a resumed run may take (every other setting comes from its checkpoint)
 RESUMABLE = ("--max-steps", "--eval-every", "--ckpt-every", "--workers", "--out")   # flags --resume accepts
 
@@ -178,6 +178,8 @@ def main(args):
                 scored("fresh-seed", f"fresh-seed {ckpt} test seed {R.FRESH} ({clips} clips)", [
                     "sample.py", "--ckpt", R.SHIPPED[ckpt], "--num-puzzles", str(clips), "--seed", str(R.FRESH),
                     "--out", os.path.join(args.out, f"fresh-seed-{ckpt}")])
+        elif name == "tree-check":                  # tree against exhaustive placement, MGC, photos 3x3 (test)
+            tree_check("folder", R.PHOTOS, (3, 3), 24, 0, 0, R.PHOTO_PASSES)
         elif name == "masked-clips-baselines":      # frame chaining on the masked model's test clips
             for k in range(3):
                 masked_video_baselines(*R.MASKED_CLIPS, seed=R.MASKED_SEED, missing=k)

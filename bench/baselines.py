@@ -1,28 +1,35 @@
 """
 Classic non-learned puzzle solvers, on the puzzles the models are scored on (python -m bench baselines, baselines-val,
-fresh-seed-baselines). Images: a pairwise cost of piece j right of (`lr[i, j]`) or below (`tb[i, j]`) piece i, the
-squared difference of the touching borders (`edge_costs`) or the Mahalanobis Gradient Compatibility (`mgc_costs`: A.
-Gallagher, "Jigsaw puzzles with pieces of unknown orientation", CVPR 2012: how unlikely the step across the border is
-under the gradients just inside each piece), then the arrangement of least summed cost over all arrangements (`place`,
-up to 3x3). Videos: `chain_video` links clips whose boundary frames are nearest. Pieces: float (N, P, P, C) in
-[0, 1]; positions (N,) int64: the raster slot of each piece (-1 for a missing one).
+fresh-seed-baselines; tree-check: tree against exhaustive placement). Images: a pairwise cost of piece j right of
+(`lr[i, j]`) or below (`tb[i, j]`) piece i, the squared difference of the touching borders (`edge_costs`) or the
+Mahalanobis Gradient Compatibility (`mgc_costs`: A. Gallagher, "Jigsaw puzzles with pieces of unknown orientation",
+CVPR 2012: how unlikely the step across the border is under the gradients just inside each piece), then the
+arrangement of least summed cost over all arrangements (`place`, up to 3x3), or Gallagher's tree-based placement over
+MGC ratios (bench/tree_solver.py's `place_tree`, any grid). Videos: `chain_video` links clips whose boundary frames
+are nearest. Pieces: float (N, P, P, C) in [0, 1]; positions (N,) int64: the raster slot of each piece (-1 for a
+missing one).
 """
 import functools
 import itertools
 import math
+import time
 
 import numpy as np
 from tqdm import tqdm
 
 from bench.recipes import TEST_PUZZLES
 from bench.report import save_result
+from bench.tree_solver import place_tree
 from metrics import kendall_distance, piece_accuracy, puzzle_accuracy, relabel_generated
 from puzzles import ImageConfig, VideoConfig, puzzle_set
 
 IMAGE_SOLVERS = {
     "edge": "edge dissimilarity: squared difference of the touching borders",
     "mgc": "Mahalanobis gradient compatibility (Gallagher 2012) of the touching borders",
+    "mgc-tree": "Gallagher's tree-based placement over MGC ratios, any grid",
 }
+PLACEMENT = {"edge": "exhaustive", "mgc": "exhaustive", "mgc-tree": "tree"}        # how each solver places
+EXHAUSTIVE_CELLS = 9                              # exhaustive placement: grids of at most this many cells (9! boards)
 
 
 # ----------------------------------------------------------------------------
@@ -116,7 +123,8 @@ def place(lr, tb, grid):
     """
     rows, cols = grid
     n, k = rows * cols, len(lr)
-    assert k <= n <= 9, f"{k} pieces, a {rows}x{cols} grid: exhaustive placement covers at most 9 cells"
+    assert k <= n <= EXHAUSTIVE_CELLS, (f"{k} pieces, a {rows}x{cols} grid: exhaustive placement covers at most "
+                                        f"{EXHAUSTIVE_CELLS} cells")
     lr, tb = _with_empty(lr), _with_empty(tb)
     perms = all_arrangements(n)
     arr = perms if k == n else np.minimum(perms, k)                   # pieces >= k -> the empty index k
@@ -130,7 +138,13 @@ def place(lr, tb, grid):
     return positions
 
 
-_COSTS = {"edge": edge_costs, "mgc": mgc_costs}
+_COSTS = {"edge": edge_costs, "mgc": mgc_costs, "mgc-tree": mgc_costs}
+
+
+def image_solvers(grid):
+    """The IMAGE_SOLVERS that apply to a rows x cols grid: the exhaustive ones up to EXHAUSTIVE_CELLS cells only."""
+    small = grid[0] * grid[1] <= EXHAUSTIVE_CELLS
+    return [name for name in IMAGE_SOLVERS if small or PLACEMENT[name] != "exhaustive"]
 
 
 def solve_image(pieces, grid, method, given=None):
@@ -144,7 +158,7 @@ def solve_image(pieces, grid, method, given=None):
     given = np.ones(len(pieces), dtype=bool) if given is None else np.asarray(given, dtype=bool)
     lr, tb = _COSTS[method](pieces[given])
     positions = np.full(len(pieces), -1, dtype=np.int64)
-    positions[given] = place(lr, tb, grid)
+    positions[given] = (place_tree if PLACEMENT[method] == "tree" else place)(lr, tb, grid)
     return positions
 
 
@@ -179,30 +193,72 @@ def chain_video(clips, missing=None):
 # The classic solvers on the puzzles the models are scored on
 # ----------------------------------------------------------------------------
 
-def image_baselines(dataset, data_dir, grid, piece, gap, missing, repeats, split="test"):
-    """Edge dissimilarity and MGC on the puzzles of `split` that sample.py scores: those of seeds 1 .. repeats
-    (sample.py --seed 1 --repeats R), each pass weighing the same."""
-    preds, true, given = {name: [] for name in IMAGE_SOLVERS}, [], []
+def image_puzzles(dataset, data_dir, grid, piece, gap, missing, repeats, split="test"):
+    """The puzzles of `split` that sample.py scores, those of seeds 1 .. repeats (sample.py --seed 1 --repeats R):
+    yields (pieces (N, P, P, C) in [0, 1], given (N,) bool, true positions (N,)) and, first, the puzzles a pass."""
     for seed in range(1, repeats + 1):
         puzzles = puzzle_set(ImageConfig(dataset, data_dir, grid, piece, gap, missing), split, seed)
         count = min(int(TEST_PUZZLES), len(puzzles))
-        for i in tqdm(range(count), desc=f"baselines {dataset} {grid[0]}x{grid[1]} (seed {seed})"):
+        if seed == 1:
+            yield count
+        for i in tqdm(range(count), desc=f"{dataset} {grid[0]}x{grid[1]} (seed {seed})"):
             it = puzzles[i]
             pieces = ((it["content"].numpy() + 1) / 2).transpose(0, 2, 3, 1)         # (N, P, P, C) in [0, 1]
-            g = ~it["missing"].numpy()
-            for name in IMAGE_SOLVERS:
-                preds[name].append(solve_image(pieces, grid, name, g))
-            true.append(it["true_pos"].numpy())
-            given.append(g)
+            yield pieces, ~it["missing"].numpy(), it["true_pos"].numpy()
+
+
+def setting_label(dataset, grid, piece, gap, missing, repeats, split="test"):
+    """'folder [val ]3x3 24px[ gap G][ missing K][, R passes]': the setting as the rows name it."""
     where = "val " if split == "val" else ""
-    label = (f"{dataset} {where}{grid[0]}x{grid[1]} {piece}px" + (f" gap {gap}" if gap else "") +
-             (f" missing {missing}" if missing else "") + (f", {repeats} passes" if repeats > 1 else ""))
+    return (f"{dataset} {where}{grid[0]}x{grid[1]} {piece}px" + (f" gap {gap}" if gap else "") +
+            (f" missing {missing}" if missing else "") + (f", {repeats} passes" if repeats > 1 else ""))
+
+
+def image_baselines(dataset, data_dir, grid, piece, gap, missing, repeats, split="test"):
+    """The IMAGE_SOLVERS that apply to the grid (image_solvers: exhaustive ones up to 9 cells) on the puzzles of
+    `split` that sample.py scores (image_puzzles), each pass weighing the same; a row per solver, its command naming
+    the placement (exhaustive or tree)."""
+    solvers = image_solvers(grid)
+    puzzles = image_puzzles(dataset, data_dir, grid, piece, gap, missing, repeats, split)
+    count, preds, true, given = next(puzzles), {name: [] for name in solvers}, [], []
+    for pieces, g, t in puzzles:
+        for name in solvers:
+            preds[name].append(solve_image(pieces, grid, name, g))
+        true.append(t)
+        given.append(g)
+    label = setting_label(dataset, grid, piece, gap, missing, repeats, split)
     for name, pred in preds.items():
         save_result(f"baseline image {label}: {name}", {
-            "group": "baselines", "command": f"python -m bench baselines{where and '-val'} ({name}, exhaustive)",
-            "train_minutes": 0.0, "metrics": {"piece_acc": piece_accuracy(pred, true, given),
-                                              "puzzle_acc": puzzle_accuracy(pred, true, given),
-                                              "num_puzzles": count, "repeats": repeats}})
+            "group": "baselines", "train_minutes": 0.0,
+            "command": f"python -m bench baselines{'-val' * (split == 'val')} ({name}, {PLACEMENT[name]})",
+            "metrics": {"piece_acc": piece_accuracy(pred, true, given),
+                        "puzzle_acc": puzzle_accuracy(pred, true, given), "num_puzzles": count, "repeats": repeats}})
+
+
+def tree_check(dataset, data_dir, grid, piece, gap, missing, repeats):
+    """Tree placement (place_tree) against exhaustive placement (place) over the same MGC costs on the test puzzles
+    of image_baselines (grids of at most 9 cells): a row (group tree-check) with the tree's piece and puzzle accuracy,
+    the exhaustive ones (exhaustive_*), the fraction of puzzles where the two boards agree and each placement's
+    seconds a puzzle (the costs not counted)."""
+    puzzles = image_puzzles(dataset, data_dir, grid, piece, gap, missing, repeats)
+    count, preds, seconds, true, given = next(puzzles), {"tree": [], "exhaustive": []}, {}, [], []
+    for pieces, g, t in puzzles:
+        lr, tb = mgc_costs(pieces[g])
+        for name, placer in (("tree", place_tree), ("exhaustive", place)):
+            start, positions = time.perf_counter(), np.full(len(g), -1, dtype=np.int64)
+            positions[g] = placer(lr, tb, grid)
+            seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start
+            preds[name].append(positions)
+        true.append(t)
+        given.append(g)
+    m = {f"{pre}{key}": fn(preds[name], true, given) for name, pre in (("tree", ""), ("exhaustive", "exhaustive_"))
+         for key, fn in (("piece_acc", piece_accuracy), ("puzzle_acc", puzzle_accuracy))}
+    m["agree"] = float(np.mean([(a == b).all() for a, b in zip(preds["tree"], preds["exhaustive"])]))
+    m["sec_per_puzzle"], m["exhaustive_sec_per_puzzle"] = (seconds[n] / len(true) for n in ("tree", "exhaustive"))
+    save_result(f"tree-check image {setting_label(dataset, grid, piece, gap, missing, repeats)}: mgc-tree against "
+                "mgc exhaustive", {"group": "tree-check", "train_minutes": 0.0, "command": "python -m bench tree-check",
+                                   "metrics": m | {"num_puzzles": count, "repeats": repeats}})
+    return m
 
 
 def video_baselines(dataset, data_dir, pieces, fpp, num, seed):

@@ -82,6 +82,12 @@ GROUPS = {
     "drawn": ("The drawn pieces against simple fills (val)", "`python -m bench.drawn CKPT --missing K`"),
     "baselines": ("The classic solvers on the same puzzles",
                   "`python -m bench baselines` (`val` rows: `baselines-val`); exhaustive placement"),
+    "tree-check": ("Gallagher's tree placement against exhaustive placement, both on MGC (photos, 3 x 3, test)",
+                   "`python -m bench tree-check`"),
+    "search-time": ("The judge's search: seconds per puzzle on real candidates",
+                    "`OMP_NUM_THREADS=1 python -m bench.search_time --ckpt CKPT --data-dir DIR --num-puzzles 20`"),
+    "superres": ("Temporal super-resolution: the generated frames' PSNR beside a blend of the given neighbours",
+                 "`python -m bench.superres --ckpt CKPT --split SPLIT --seed SEED --clips 100`"),
     "fresh-seed": ("The README's video figures: each shipped video model once, its own estimator, test clips of a "
                    "seed no choice has seen", "`python -m bench fresh-seed` (frame chaining: `fresh-seed-baselines`)"),
     "one-call val": ("The sampler on val: DDIM-50 against DDPM-50", "`python -m bench one-call-val`"),

@@ -8,8 +8,13 @@ energy. The energy sums Gallagher's MGC over every border of two touching cells;
 piece's) costs a low constant of the puzzle, near a good match's cost (the classic MGC solver's rule,
 bench/baselines.py). Where gaps erode the borders, the model's own costs are added (solving/judge.py, PRIOR_WEIGHT).
 
+A swap is scored by the change it makes (Swaps): only the borders of its two cells and their two prior terms change,
+so each of the M = cells (cells - 1) / 2 swaps costs a few look-ups, not a whole board; after a swap only the swaps
+near it are scored again (at 150 pieces, a few milliseconds a round: bench/search_time.py times it).
+
     positions = search(candidates, content, missing, pinned, grid, prior)       # (K, B, N) -> (B, N)
 """
+import functools
 import itertools
 
 import torch
@@ -17,6 +22,7 @@ import torch
 from solving.borders import border_costs
 
 EMPTY_QUANTILE = 0.1   # an empty cell's border costs this quantile of the costs between real pieces (bench/baselines)
+PAIRS_AT_ONCE = 2 ** 20   # search descends candidates together up to this many (board, swap) pairs (~150 MB)
 
 
 def real_pairs(missing):
@@ -50,7 +56,8 @@ def unit(lr, tb, missing):
 class Energy:
     """The energy of boards (K, B, cells) (the piece in each cell): the border costs summed over every border, in the
     puzzle's unit (unit), plus the model's prior (B, N, cells), in the model's own distance: a weight times the
-    samples' mean distance from piece i's code to cell c's (None: borders only)."""
+    samples' mean distance from piece i's code to cell c's (None: borders only). A board shows a missing piece as
+    the empty index N of the cost tables."""
 
     def __init__(self, content, missing, grid, prior=None):
         lr, tb = border_costs(content)                                            # (B, N, N) each, in fp32
@@ -58,37 +65,131 @@ class Energy:
         lr, tb = with_empty(lr, missing) / u, with_empty(tb, missing) / u         # (B, N + 1, N + 1) each
         self.lr, self.tb, self.missing, self.grid, self.prior = lr, tb, missing, tuple(grid), prior
 
-    def __call__(self, boards):
+    def shown(self, boards):
+        """(K, B, cells): the boards (K, B, cells) with each missing piece shown as the empty index N."""
         b = torch.arange(boards.shape[1], device=boards.device)[None, :, None]
-        shown = torch.where(self.missing[b, boards], self.lr.shape[1] - 1, boards).unflatten(2, self.grid)
-        b = b[..., None]                                                        # (1, B, 1, 1) against (K, B, R, C)
+        return torch.where(self.missing[b, boards], self.lr.shape[1] - 1, boards)
+
+    def __call__(self, boards):
+        shown = self.shown(boards).unflatten(2, self.grid)                       # (K, B, R, C)
+        b = torch.arange(boards.shape[1], device=boards.device)[None, :, None, None]
         e = (self.lr[b, shown[..., :, :-1], shown[..., :, 1:]].sum((2, 3)) +
              self.tb[b, shown[..., :-1, :], shown[..., 1:, :]].sum((2, 3)))  # (K, B)
         if self.prior is not None:
             e = e + self.prior[b[..., 0], boards, torch.arange(boards.shape[2], device=boards.device)].sum(2)
         return e
 
+    def swap_deltas(self, boards):
+        """(K, B, M) float64: how much each swap of two cells (geometry(grid)'s pairs) changes each board's energy."""
+        return Swaps(self, boards).delta
+
+
+@functools.lru_cache
+def geometry(grid):
+    """The geometry of a grid's swaps: pairs (M, 2), every two cells a < c in itertools.combinations order, M = cells
+    (cells - 1) / 2; touch (M,): 1 where c is right of a, 2 where c is below a, else 0; of (cells, cells - 1): the
+    pairs with a given cell; near (cells, 4): each cell's right, left, lower and upper neighbour, cells off the grid."""
+    rows, cols = grid
+    cells = rows * cols
+    pairs = torch.tensor(list(itertools.combinations(range(cells), 2)), dtype=torch.long).reshape(-1, 2)
+    a, c = pairs.T
+    touch = ((c == a + 1) & (c % cols != 0)).long() + 2 * (c == a + cols).long()
+    index = torch.zeros(cells, cells, dtype=torch.long)
+    index[a, c] = index[c, a] = torch.arange(len(pairs))
+    of = index[~torch.eye(cells, dtype=torch.bool)].reshape(cells, cells - 1)
+    i, r, k = torch.arange(cells), torch.arange(cells) // cols, torch.arange(cells) % cols
+    near = torch.stack([torch.where(k < cols - 1, i + 1, cells), torch.where(k > 0, i - 1, cells),
+                        torch.where(r < rows - 1, i + cols, cells), torch.where(r > 0, i - cols, cells)], 1)
+    return pairs, touch, of, near
+
+
+class Swaps:
+    """Every swap of two cells of boards (K, B, cells) scored by the change it makes to the energy (delta (K, B, M),
+    float64, in which sums of a few fp32 costs are exact, so equally good swaps tie exactly), kept up to date as swaps
+    are made.
+
+    A swap changes only the borders of its two cells, and the prior's terms of the two. cost (K, B, cells, N + 1)
+    holds what the borders of cell x would cost if it showed piece s, its neighbours as they are; a swap of a and c
+    changes the energy by cost[a, c's piece] - cost[a, a's piece] + cost[c, a's piece] - cost[c, c's piece], except
+    where a and c touch: that sum saw their shared border with one piece moved (twice), so it is replaced by the
+    border with both moved. After a swap of i and j, only the costs of the cells beside them change, and only the
+    deltas of the pairs with a cell among i, j and those: make recomputes just these."""
+
+    def __init__(self, energy, boards):
+        pairs, touch, of, near = (x.to(boards.device) for x in geometry(energy.grid))
+        self.energy, self.pairs, self.touch, self.of, self.near = energy, pairs, touch, of, near
+        lr, tb = energy.lr.double(), energy.tb.double()                              # (B, N + 1, N + 1): [left, right]
+        # facing (B, 4, N + 2, N + 1): [b, d, q, s] the cost of piece s beside its d neighbour q (right, left, below,
+        # above); q = N + 1, off the grid, costs 0
+        self.facing = torch.nn.functional.pad(torch.stack([lr.mT, lr, tb.mT, tb], 1), (0, 0, 0, 1))
+        self.between = torch.stack([torch.zeros_like(lr), lr, tb], 1)                # (B, 3, N + 1, N + 1): by touch
+        self.prior = None if energy.prior is None else energy.prior.double()          # (B, N, cells)
+        self.b = torch.arange(boards.shape[1], device=boards.device)[None, :, None]   # (1, B, 1)
+        self.boards, self.shown = boards, energy.shown(boards)                        # (K, B, cells) each
+        (k, b, cells), n, m = boards.shape, lr.shape[1], len(pairs)
+        self.every = (torch.arange(cells, device=boards.device).expand(k, b, cells),
+                      torch.arange(m, device=boards.device).expand(k, b, m))           # (K, B, cells), (K, B, M)
+        self.cost = torch.zeros(k, b, cells, n, dtype=torch.float64, device=boards.device)
+        self.delta = torch.zeros(k, b, m, dtype=torch.float64, device=boards.device)
+        self.rescore(*self.every)
+
+    def cell_costs(self, cells):
+        """(K, B, A, N + 1) float64: what the borders of cells (K, B, A) would cost showing each piece s."""
+        k, b, a = cells.shape
+        shown = torch.cat([self.shown, self.shown.new_full((k, b, 1), self.facing.shape[2] - 1)], 2)   # off the grid
+        q = shown.gather(2, self.near[cells].flatten(2)).unflatten(2, (a, 4))       # (K, B, A, 4): the neighbours
+        f = self.facing
+        return (f[self.b, 0, q[..., 0]] + f[self.b, 1, q[..., 1]] + f[self.b, 2, q[..., 2]] +
+                f[self.b, 3, q[..., 3]])
+
+    def pair_deltas(self, index):
+        """(K, B, P): the change of energy of the swaps index (K, B, P) (into pairs)."""
+        a, c = self.pairs[index].unbind(3)                                          # (K, B, P) each
+        sa, sc = self.shown.gather(2, a), self.shown.gather(2, c)
+        cost, n = self.cost.flatten(2), self.cost.shape[3]                          # (K, B, cells * (N + 1))
+        delta = ((cost.gather(2, a * n + sc) - cost.gather(2, a * n + sa)) +
+                 (cost.gather(2, c * n + sa) - cost.gather(2, c * n + sc)))
+        t, b, d = self.between, self.b, self.touch[index]                            # d: 0 (a zero table) apart
+        delta += (t[b, d, sc, sa] - t[b, d, sc, sc]) + (t[b, d, sa, sc] - t[b, d, sa, sa])
+        if self.prior is not None:
+            p, pa, pc = self.prior, self.boards.gather(2, a), self.boards.gather(2, c)    # the pieces themselves
+            delta += (p[b, pc, a] - p[b, pa, a]) + (p[b, pa, c] - p[b, pc, c])
+        return delta
+
+    def make(self, index, do):
+        """Swap the cells of the pairs index (K, B) on the boards where do (K, B), and update cost and delta."""
+        ij = self.pairs[index]                                                      # (K, B, 2): the two cells
+        swapped = self.boards.scatter(2, ij, self.boards.gather(2, ij.flip(2)))
+        self.boards = torch.where(do[..., None], swapped, self.boards)
+        self.shown = self.energy.shown(self.boards)
+        cells = len(self.near)
+        if 10 * (cells - 1) >= len(self.pairs):              # at most 20 cells: scoring every pair again is cheaper
+            return self.rescore(*self.every)
+        touched = torch.cat([ij, self.near[ij].flatten(2)], 2)                      # (K, B, 10): the two, their
+        touched = torch.where(touched < cells, touched, ij[..., :1])                # neighbours (off the grid: i)
+        self.rescore(touched, self.of[touched].flatten(2))                          # pairs: (K, B, 10 (cells - 1))
+
+    def rescore(self, cells, pairs):
+        """Recompute the costs of cells (K, B, A), then the deltas of pairs (K, B, P)."""
+        self.cost.scatter_(2, cells[..., None].expand(-1, -1, -1, self.cost.shape[3]), self.cell_costs(cells))
+        self.delta.scatter_(2, pairs, self.pair_deltas(pairs))
+
 
 def descend(boards, energy, fixed):
     """(K, B, cells): each board (K, B, cells) after swaps of two cells, the one that lowers its energy the most each
-    time, until no swap lowers it; cells fixed (B, cells) bool (a pinned piece's) never swap."""
-    pairs = torch.tensor(list(itertools.combinations(range(boards.shape[2]), 2)), device=boards.device).reshape(-1, 2)
-    if not len(pairs):                                                              # a single cell: nothing to swap
+    time (ties: the first pair in itertools.combinations order), until none lowers it by more than 1e-6; cells fixed
+    (B, cells) bool (a pinned piece's) never swap."""
+    if boards.shape[2] < 2:                                                         # a single cell: nothing to swap
         return boards
-    k, frozen = boards.shape[0], (fixed[:, pairs[:, 0]] | fixed[:, pairs[:, 1]]).T                 # (M, B)
+    table = Swaps(energy, boards)
+    a, c = table.pairs.T                                                            # (M,) each
+    frozen = fixed[:, a] | fixed[:, c]                                              # (B, M)
     while True:
-        swapped = boards[:, :, None].repeat(1, 1, len(pairs), 1)                   # (K, B, M, cells): each swap done
-        swapped[..., torch.arange(len(pairs)), pairs[:, 0]] = boards[..., pairs[:, 1]]
-        swapped[..., torch.arange(len(pairs)), pairs[:, 1]] = boards[..., pairs[:, 0]]
-        flat = swapped.permute(0, 2, 1, 3).flatten(0, 1)                            # (K * M, B, cells)
-        after = energy(flat).unflatten(0, (k, len(pairs)))                          # (K, M, B)
-        after = after.masked_fill(frozen, torch.inf)
-        best = after.min(1)                                                         # (K, B) each
-        better = best.values < energy(boards) - 1e-6
+        best = table.delta.masked_fill(frozen, torch.inf).min(2)                    # (K, B) each: the first least
+        better = best.values < -1e-6
         if not better.any():
-            return boards
-        chosen = swapped.gather(2, best.indices[:, :, None, None].expand(-1, -1, 1, boards.shape[2]))[:, :, 0]
-        boards = torch.where(better[..., None], chosen, boards)
+            return table.boards
+        table.make(best.indices, better)
 
 
 def search(candidates, content, missing, pinned, grid, prior=None):
@@ -99,6 +200,8 @@ def search(candidates, content, missing, pinned, grid, prior=None):
     energy = Energy(content, missing, grid, prior)
     fixed = torch.zeros(len(pinned), candidates.shape[2] + 1, dtype=torch.bool, device=content.device)
     fixed = fixed.scatter(1, torch.where(pinned < 0, candidates.shape[2], pinned), True)[:, :-1]   # (B, cells)
-    boards = torch.stack([descend(c[None], energy, fixed)[0] for c in candidates.argsort(2)])   # (K, B, cells)
+    cells = candidates.shape[2]
+    at_once = max(1, PAIRS_AT_ONCE // (len(pinned) * cells * (cells - 1) // 2 or 1))   # candidates descending together
+    boards = torch.cat([descend(c, energy, fixed) for c in candidates.argsort(2).split(at_once)])   # (K, B, cells)
     best = energy(boards).argmin(0)                                             # (B,)
     return boards[best, torch.arange(len(best))].argsort(1)                     # back to each piece's cell

@@ -191,3 +191,18 @@ def test_clip_errors_are_classed():
     pred = np.array([[0, 2, 1, 3, 4, 5], [0, 1, 2, 3, 4, 5]])               # positions: slot of each piece
     assert error_kinds(pred, true) == {"adjacent swap": 1, "swap": 0, "reversed run": 0, "one piece moved": 0,
                                        "other": 0}
+
+
+def test_superres_blend_is_exact_on_frames_that_change_linearly_and_psnr_scores_the_missing_frames_alone():
+    from bench.superres import blend, in_slots, psnr
+    t = torch.arange(5 * 2, dtype=torch.float32).view(1, 5, 2, 1, 1, 1) / 10 - 0.5     # 5 pieces x 2 frames, linear
+    content = t.expand(1, 5, 2, 1, 3, 3).clone()
+    keep = np.array([True, False, True, False, True])
+    assert torch.allclose(blend(content, keep), content, atol=1e-6)
+    wrong = content.clone()
+    wrong[:, 0] += 1                                                  # a given piece: not scored
+    assert psnr(wrong, content, keep).item() == pytest.approx(100.0)  # the 1e-10 floor: a perfect match
+    wrong[:, 1] += 0.2                                                # a missing piece off by 0.1 of [0, 1]
+    assert psnr(wrong, content, keep).item() == pytest.approx(10 * np.log10(1 / (0.1 ** 2 / 2)), rel=1e-4)
+    swapped = in_slots(content[:, [0, 3, 2, 1, 4]], np.array([[0, 3, 2, 1, 4]]))    # each piece to its slot
+    assert torch.equal(swapped, content)
