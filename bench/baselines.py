@@ -17,6 +17,7 @@ import time
 import numpy as np
 from tqdm import tqdm
 
+from bench.intervals import interval
 from bench.recipes import TEST_PUZZLES
 from bench.report import save_result
 from bench.tree_solver import place_tree
@@ -232,7 +233,19 @@ def image_baselines(dataset, data_dir, grid, piece, gap, missing, repeats, split
             "group": "baselines", "train_minutes": 0.0,
             "command": f"python -m bench baselines{'-val' * (split == 'val')} ({name}, {PLACEMENT[name]})",
             "metrics": {"piece_acc": piece_accuracy(pred, true, given),
-                        "puzzle_acc": puzzle_accuracy(pred, true, given), "num_puzzles": count, "repeats": repeats}})
+                        "puzzle_acc": puzzle_accuracy(pred, true, given), "num_puzzles": count, "repeats": repeats,
+                        **photo_intervals(pred, true, given, repeats)}})
+
+
+def photo_intervals(pred, true, given, repeats):
+    """{piece_acc_95, puzzle_acc_95}: 95% intervals over the photos (puzzle i of every pass is cut from photo i), as
+    bench.intervals gives the models' figures."""
+    rng, out = np.random.default_rng(0), {}
+    for key, score in (("piece_acc", piece_accuracy), ("puzzle_acc", puzzle_accuracy)):
+        per = [score(p[None], t[None], g[None]) for p, t, g in zip(pred, true, given)]
+        _, lo, hi = interval(np.reshape(per, (repeats, -1)), rng)
+        out[f"{key}_95"] = [lo, hi]
+    return out
 
 
 def tree_check(dataset, data_dir, grid, piece, gap, missing, repeats):
@@ -280,7 +293,6 @@ def masked_video_baselines(dataset, data_dir, pieces, fpp, num, seed, missing):
     """Frame chaining (chain_video: the given pieces chained nearest-first, the missing ones in the slots left over)
     on the first `num` test clips of `seed` with `missing` pieces missing, the clips sample.py --missing scores:
     strict and as-a-set Kendall distances and exact orders, each with its 95% interval over clips."""
-    from bench.intervals import interval
     test = puzzle_set(VideoConfig(dataset, data_dir, pieces, fpp, 32, missing=missing), "test", seed=seed)
     items = [test[i] for i in tqdm(range(num), desc=f"chaining {pieces}x{fpp} missing {missing}")]
     true = np.stack([it["true_pos"].numpy() for it in items])

@@ -34,10 +34,14 @@ def main(args):
         puzzle = m.get("puzzle", m)          # the puzzle settings (older metrics.json: beside the figures)
         row = {k: interval(m["per_puzzle"][k], rng) for k in KEYS[kind]}
         name = os.path.splitext(os.path.basename(m["ckpt"]))[0]
+        if name == "ckpt":                   # a training run's ckpt.pt: the run's folder names it
+            name = os.path.basename(os.path.dirname(os.path.abspath(m["ckpt"])))
         protocol = ("anchored" if puzzle["anchor"] else "all pieces") if kind == "image" else "clips"
         key = f"interval {name} {m['split']} missing {puzzle['missing']} {protocol} seed {m['seed']} x{m['repeats']}"
         if m.get("sampling_from", {}).get("samples") == "flag":    # K set by a flag, not the checkpoint's: its own row
             key += f" samples {m['samples']}"
+        if m.get("judge", "none") != "none":
+            key += f" judge {m['judge']}"
         print(key, " ".join(f"{k} {v:.4f} [{lo:.4f}, {hi:.4f}]" for k, (v, lo, hi) in row.items()))
         save_result(key, {"command": f"python -m bench.intervals {folder}", "group": "intervals",
                           "metrics": {**{k: v for k, (v, _, _) in row.items()},

@@ -97,14 +97,35 @@ MASKED_SEED = 20261213            # the masked model's test clips: a seed no cho
 MASKED_CLIPS = ("movingmnist", MNIST, 8, 4, 1000)                  # dataset, folder, pieces, frames, clips
 
 # the classic solvers: (dataset, data dir, grid, piece px, gap px, missing pieces, passes: seeds 1, 2, ...)
+# large puzzles: 5 x 5 photos fine-tuned from the 3 x 3 models (their 24 px pieces, one token a piece), and the
+# paper's 150 pieces with 7% erosion at a size every photo fits (10 x 15 pieces of 14 px in 15 px cells), from scratch;
+# each scored on the 22 val photos x 8 passes: DDIM-50 x8 alone, x8 and x16 with the judge, x1
+LARGE_VAL = [["--split", "val", *REPEATS, "--samples", k, "--judge", j] for k, j in
+             (("8", "none"), ("8", "classic"), ("1", "none"), ("16", "classic"))]
+PHOTO_5X5 = with_flag(with_flag(with_flag(MIXED, "--grid", "5"), "--lr", "1e-3"), "--eval-puzzles", "22") + [
+    "--init", "checkpoints/image-photos-3x3.pt", "--max-steps", "4000", "--eval-every", "1000", "--ckpt-every", "1000"]
+RECIPES["image-photos-5x5"] = ("train_image.py", PHOTO_5X5, LARGE_VAL)
+GAP_5X5 = with_flag(with_flag(with_flag(PHOTO_3X3, "--grid", "5"), "--lr", "1e-3"), "--eval-puzzles", "22") + [
+    "--gap", "8", "--init", "checkpoints/image-photos-3x3-gap.pt", "--max-steps", "3000", "--eval-every", "1000",
+    "--ckpt-every", "1000"]
+RECIPES["image-photos-5x5-gap"] = ("train_image.py", GAP_5X5, LARGE_VAL)
+PIECES_150 = MIXED
+for flag, value in (("--grid", "10x15"), ("--piece-size", "14"), ("--patch-size", "14"), ("--batch-size", "32"),
+                    ("--eval-puzzles", "22")):
+    PIECES_150 = with_flag(PIECES_150, flag, value)
+PIECES_150 += ["--gap", "1", "--max-steps", "2000", "--eval-every", "2000", "--ckpt-every", "500"]
+RECIPES["image-photos-10x15-gap1"] = ("train_image.py", PIECES_150, LARGE_VAL)
+
 IMAGE_BASELINES = [("shapes", None, (3, 3), 16, 0, 0, 1)]
 IMAGE_BASELINES += [("folder", PHOTOS, (3, 3), 24, gap, k, PHOTO_PASSES) for gap in (0, 8) for k in range(4)]
+IMAGE_BASELINES += [("folder", PHOTOS, (5, 5), 24, gap, 0, PHOTO_PASSES) for gap in (0, 8)]
+IMAGE_BASELINES += [("folder", PHOTOS, (10, 15), 14, 1, 0, PHOTO_PASSES)]
 IMAGE_VAL_BASELINES = IMAGE_BASELINES[1:]                         # the photo settings on val (baselines-val)
 # the shipped checkpoints: `python -m bench --export` of their recipes' EMA weights (above)
 SHIPPED = {name: f"checkpoints/{name}.pt" for name in ("image-shapes-3x3", "video-digits-5x4", "video-mmnist-10x2",
                                                        "video-mmnist-5x4", "video-mmnist-20x1", "image-photos-3x3",
                                                        "image-photos-3x3-gap", "image-photos-3x3-missing",
-                                                       "video-mmnist-8x4-missing")}
+                                                       "video-mmnist-8x4-missing", "image-photos-5x5")}
 # the README's video figures: each shipped video model once, with its own estimator, on test clips of a seed no
 # choice has seen; (dataset, data dir, pieces, frames per piece) of each for frame chaining on the same clips
 FRESH = 20261202

@@ -27,17 +27,19 @@ from sources.files import fit_image
 from sources.synthetic import moving_digits
 
 PHOTOS_CKPT = os.path.join(ROOT, "checkpoints", "image-photos-3x3.pt")
+PHOTOS_5X5 = os.path.join(ROOT, "checkpoints", "image-photos-5x5.pt")
 DIGITS = os.path.join(ROOT, "checkpoints", "video-digits-5x4.pt")
 
 
-def cut_into_files(folder, photo=COFFEE, side=90, seed=3, keep=9):
-    """A photo cut into 3x3 piece files with random names (and random sizes around `side`); returns {name: (r, c)}."""
-    img = fit_image(Image.open(photo), 3 * side, 3 * side)
+def cut_into_files(folder, photo=COFFEE, side=90, seed=3, keep=9, grid=3):
+    """A photo cut into grid x grid piece files with random names (and random sizes around `side`); returns
+    {name: (r, c)}."""
+    img = fit_image(Image.open(photo), grid * side, grid * side)
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
     truth = {}
-    for k in rng.permutation(9)[:keep]:
-        r, c = divmod(int(k), 3)
+    for k in rng.permutation(grid * grid)[:keep]:
+        r, c = divmod(int(k), grid)
         tile = Image.fromarray((img[r * side:(r + 1) * side, c * side:(c + 1) * side] * 255).round().astype(np.uint8))
         name = f"{rng.integers(16 ** 8):08x}.png"
         tile.resize((int(rng.integers(60, 140)),) * 2).save(folder / name)
@@ -54,6 +56,13 @@ def test_a_photo_cut_into_files_is_solved(tmp_path):
     assert not {"not_a_puzzle", "seam_ratio", "ink_spread"} & set(written)      # the removed check's keys are gone
     side = int(np.median([Image.open(tmp_path / "pieces" / n).size[0] for n in truth]))   # the pieces' own size
     assert Image.open(tmp_path / "out" / "solved.png").size == (3 * side + 4, 3 * side + 4)   # 2 px borders
+
+
+def test_a_photo_cut_into_25_files_is_solved_by_the_5x5_model(tmp_path):
+    truth = cut_into_files(tmp_path / "pieces", side=60, keep=25, grid=5)
+    report = own_run("--ckpt", PHOTOS_5X5, "--pieces", tmp_path / "pieces", "--judge", "classic",
+                     "--out", tmp_path / "out")
+    assert {n: (p["row"], p["col"]) for n, p in report["pieces"].items()} == truth
 
 
 def test_missing_cells_are_generated_and_outlined(tmp_path):
