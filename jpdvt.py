@@ -101,9 +101,10 @@ SAMPLING = ("steps", "sampler", "samples", "assign")   # the options a checkpoin
 # anchor is never missing: so a network is told at most one code, that of a piece with content, and only if it
 # trained with an anchor. A super-resolution model (VideoConfig.superres = K) trains on one pattern instead: the
 # pieces at slots 0, K+1, 2(K+1), ... given, the K between each pair missing, and told every given piece's code (a
-# low-rate video comes in time order), so it is told them all (pinned_pieces). "Placed" pieces have content; a
-# missing piece's content is generated and not scored in an image (a clip scores every slot, the generated pieces'
-# too).
+# low-rate video comes in time order), so it is told them all (pinned_pieces). DEVIATION: the supplement applies the
+# masked model directly; here a model is fine-tuned on the pattern so that the network is only told combinations it
+# trained on. "Placed" pieces have content; a missing piece's content is generated and not scored in an image (a clip
+# scores every slot, the generated pieces' too).
 
 def anchor_pieces(batch, anchored):
     """(B, N) bool: the anchor, piece 0 when `anchored` (images: the first shuffled piece, at a random cell; videos:

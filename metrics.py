@@ -11,6 +11,8 @@ Paper: "Predicted position encodings" (supplement) and "Metrics" (Sec. 4.2).
 - piece_accuracy / puzzle_accuracy: fraction of pieces in place / of puzzles with every piece in place.
 - kendall_distance: discordant pairs / (n(n-1)/2), the normalized Kendall (bubble-sort) distance for videos;
   kendall_reversible: the authors' variant, the smaller of the distances of the predicted order and its reverse.
+- psnr / in_slots: temporal super-resolution (the supplement's downstream task, which reports no figure): the PSNR of
+  the generated pieces' frames against the truth, each piece's content put at the slot the solver gave it.
 
     cost = torch.cdist(pred_codes, table)   # (N, positions) L2 distances
     positions = assign(cost)                # piece i goes to positions[i]
@@ -172,3 +174,17 @@ def relabel_generated(pred, true, generated):
         idx = np.flatnonzero(m)
         true[b, idx[np.argsort(pred[b, idx], kind="stable")]] = np.sort(true[b, idx])
     return true
+
+
+def in_slots(content, positions):
+    """(B, N, ...): the content (B, N, ...) in time order, each piece's at the slot the solver gave it (positions (B, N)
+    numpy)."""
+    order = torch.from_numpy(np.argsort(positions, 1)).to(content.device)          # slot -> piece
+    return content.gather(1, order.view(*order.shape, *[1] * (content.dim() - 2)).expand_as(content))
+
+
+def psnr(pred, true, keep):
+    """(B,): each clip's PSNR (dB) over the frames of its missing pieces (keep (N,) bool numpy: the given slots), clips
+    (B, N, F, C, H, W) in time order, pixels in [-1, 1] read as [0, 1]; a perfect match scores 100 (an error floor)."""
+    err = ((pred[:, ~keep] - true[:, ~keep]) / 2) ** 2                       # (B, M, F, C, H, W)
+    return 10 * torch.log10(1 / err.flatten(1).mean(1).clamp(min=1e-10))

@@ -62,7 +62,9 @@ class VideoConfig:
     frame_stride: int = 1                    # keep every N-th frame
     missing: int = 0                         # missing pieces: 0..K at random in training, exactly K when scoring
     superres: int = 0                        # temporal super-resolution: the pieces at slots 0, K+1, 2(K+1), ... are
-    # given and told (a low-rate video comes in time order), the K between each pair missing; 0: missing at random
+    # given and told (a low-rate video comes in time order), the K between each pair missing; 0: missing at random.
+    # DEVIATION: the supplement applies the masked model directly; here a model is fine-tuned on the pattern so that
+    # the network is only told combinations it trained on
     vae: Optional[str] = None                # autoencoder folder: diffuse its latents instead of pixels
     curriculum: Optional[Tuple[int, int, int]] = None  # training: (first pieces, steps to all, stream items a step)
 

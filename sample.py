@@ -6,7 +6,8 @@ Paper: "Predicted position encodings" (supplement) and "Metrics" (Sec. 4.2).
 Images report the share of pieces and of whole puzzles in place, over the pieces the model had to place; clips the
 Kendall distance of their order and the share fully ordered (metrics.json's "counted" says what each figure counts).
 The first line printed names the sampling and where each setting came from: a flag, the checkpoint (chosen on val)
-or the default. Your own pieces, and temporal super-resolution: python -m solving.own.
+or the default. Your own pieces, and temporal super-resolution: python -m solving.own (a super-resolution model's
+figure, the generated frames' PSNR: python -m bench.superres).
 
     python sample.py --ckpt checkpoints/image-shapes-3x3.pt      # checkpoints/samples/image-shapes-3x3-test/
     python sample.py --ckpt out/run/ckpt.pt --missing 2 --judge classic
@@ -47,6 +48,10 @@ DEFAULTS = {k: getattr(jpdvt.SampleOptions(), k) for k in jpdvt.SAMPLING}   # un
 
 def main(args):
     ckpt = load_checkpoint(args.ckpt)
+    if getattr(ckpt["config"].puzzle, "superres", 0):      # its pattern is fixed: no order to score, no --missing
+        raise UserError(f"--ckpt {args.ckpt} is a super-resolution model, which keeps every given piece in its slot, "
+                        f"so an order would measure nothing; measure its generated frames' PSNR with python -m "
+                        f"bench.superres --ckpt {args.ckpt}")
     config, (opts, device, described) = ckpt["config"], sampling(args, ckpt)
     puzzle, trained = test_puzzles(args, config.puzzle), config.puzzle     # what is scored; what it trained on
     model = PARTS[puzzle.kind].network(config.model)

@@ -25,6 +25,7 @@ import os
 import time
 from dataclasses import asdict
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from tqdm import tqdm
@@ -42,6 +43,7 @@ from jpdvt import (
     score,
     told_and_pinned,
 )
+from metrics import in_slots, psnr
 from plumbing.cli import (
     UserError,
     autocast,
@@ -103,7 +105,8 @@ def train(config, model, train_set, held_out, run, start=None, encode=None):
         lr = set_lr(opt, learning_rate(tc, step))
         opt.zero_grad(set_to_none=True)
         pinned = pinned_pieces(batch, config.puzzle)                 # the anchor (super-resolution: given pieces)
-        told, _ = told_and_pinned(batch, pinned, config.puzzle)      # the anchor's code, if it trains with one
+        told, _ = told_and_pinned(batch, pinned, config.puzzle)      # the anchor's code if it trains with one (super-
+        # resolution: every given piece's)
         if world == 1 and tc.accum == 1:                             # one process, one batch: the step itself
             with autocast(device, tc.precision):
                 losses = puzzle_loss(net, diffusion, batch, table=table, given=told, weights=weights)
@@ -215,7 +218,8 @@ def step_batches(tc, start, rank=0, world=1):
 def held_out_check(ema, diffusion, batch, table, config):
     """The EMA model's scores on the held-out batch (already encoded, for a latent model), as one line: DDIM
     (deterministic, so that successive checks compare), noise seed 0, the Hungarian assignment, in the training's
-    precision, on the device of the position table."""
+    precision, on the device of the position table. A super-resolution run pins every given piece, so its order
+    measures nothing: the line is its generated frames' PSNR instead (superres_check)."""
     device, puzzle = table.device, config.puzzle
     noise = torch.Generator(device).manual_seed(0)
     opts = SampleOptions(steps=config.train.eval_steps, sampler="ddim", generator=noise)
@@ -223,8 +227,21 @@ def held_out_check(ema, diffusion, batch, table, config):
     with autocast(device, config.train.precision):
         costs, generated = code_costs(ema, diffusion, batch, table=table, opts=opts, given=given,
                                       latent=getattr(puzzle, "vae", None) is not None)
-    positions, _ = place(costs, generated, batch, opts, pinned_cells(batch, pinned))
+    positions, generated = place(costs, generated, batch, opts, pinned_cells(batch, pinned))
+    if getattr(puzzle, "superres", 0):
+        return superres_check(puzzle, positions, generated, batch)
     return " ".join(f"{k} {v.mean():.4f}" for k, v in score(puzzle, positions, batch).items())
+
+
+def superres_check(puzzle, positions, generated, batch):
+    """A super-resolution run's held-out line: the mean PSNR (dB) of the generated pieces' frames against the truth
+    (metrics.psnr, as python -m bench.superres measures a checkpoint, without its blend baseline). A latent model's
+    content is latents, which it cannot decode here: the line names the command that measures its frames."""
+    if puzzle.vae:
+        return "(latent super-resolution: python -m bench.superres --ckpt CKPT measures the generated frames' PSNR)"
+    keep = np.arange(puzzle.pieces) % (puzzle.superres + 1) == 0               # the given slots
+    true = in_slots(batch["content"], batch["true_pos"].cpu().numpy())
+    return f"psnr {psnr(in_slots(generated.float().clamp(-1, 1), positions), true, keep).mean():.2f}"
 
 
 def ema_update(ema, model, decay):

@@ -16,6 +16,8 @@ from tqdm import tqdm
 
 from bench.intervals import interval
 from bench.report import save_result
+from metrics import in_slots, psnr
+from plumbing.cli import UserError, positive, user_errors
 from puzzles import VideoPuzzles
 from solving.own import low_rate_batch
 from solving.solver import load_solver
@@ -39,30 +41,22 @@ def blend(content, keep):
     return out
 
 
-def psnr(pred, true, keep):
-    """(B,): each clip's PSNR (dB) over the frames of its missing pieces, pixels in [-1, 1] read as [0, 1]."""
-    err = ((pred[:, ~keep] - true[:, ~keep]) / 2) ** 2                       # (B, M, F, C, H, W)
-    return 10 * torch.log10(1 / err.flatten(1).mean(1).clamp(min=1e-10))
-
-
-def in_slots(generated, positions):
-    """(B, N, ...): the content in time order, each piece's at the slot the solver gave it (positions (B, N))."""
-    order = torch.from_numpy(np.argsort(positions, 1)).to(generated.device)       # slot -> piece
-    return generated.gather(1, order.view(*order.shape, *[1] * (generated.dim() - 2)).expand_as(generated))
-
-
 def main(args):
     solver = load_solver(args.ckpt, "cpu")
     if args.sampler:
         solver.opts = replace(solver.opts, sampler=args.sampler)
     puzzle = solver.config.puzzle
-    k = puzzle.superres
+    k = getattr(puzzle, "superres", 0)
+    if not k:
+        raise UserError(f"--ckpt {args.ckpt} was not trained for super-resolution, so there is no pattern of given "
+                        "pieces to measure; pass a video checkpoint trained with train_video.py --superres K")
     keep = np.arange(puzzle.pieces) % (k + 1) == 0
     test = VideoPuzzles(replace(puzzle, missing=0, superres=0), args.split, args.seed)
+    clips = min(args.clips, len(test))                                  # a small split: all of its clips
     solver.opts.generator.manual_seed(args.seed)
     scores = {"psnr": [], "blend_psnr": []}
-    for start in tqdm(range(0, args.clips, BATCH), desc="super-resolution"):
-        items = [test[i] for i in range(start, min(start + BATCH, args.clips))]
+    for start in tqdm(range(0, clips, BATCH), desc="super-resolution"):
+        items = [test[i] for i in range(start, min(start + BATCH, clips))]
         content = torch.stack([it["content"][torch.argsort(it["true_pos"])] for it in items])   # (B, N, F, C, H, W)
         batch = low_rate_batch(content, keep)
         positions, generated = solver.solve_batch(batch, pinned=~batch["missing"])     # given pieces pinned
@@ -70,14 +64,14 @@ def main(args):
         scores["blend_psnr"].append(psnr(blend(content, keep), content, keep))
     per_clip = {name: torch.cat(v).numpy() for name, v in scores.items()}
     per_clip["gain"] = per_clip["psnr"] - per_clip["blend_psnr"]
-    rng, metrics = np.random.default_rng(0), {"num_puzzles": args.clips, "superres": k, "sampler": solver.opts.sampler,
+    rng, metrics = np.random.default_rng(0), {"num_puzzles": clips, "superres": k, "sampler": solver.opts.sampler,
                                               "steps": solver.opts.steps}
     for name, v in per_clip.items():
         metrics[name], *metrics[f"{name}_95"] = interval(v[None], rng)
     print(" ".join(f"{n} {metrics[n]:.2f} [{metrics[n + '_95'][0]:.2f}, {metrics[n + '_95'][1]:.2f}]"
                    for n in per_clip))
     name = args.ckpt.rsplit("/", 1)[-1].removesuffix(".pt")
-    save_result(f"superres {name} {args.split} seed {args.seed} ({args.clips} clips) {solver.opts.sampler}-"
+    save_result(f"superres {name} {args.split} seed {args.seed} ({clips} clips) {solver.opts.sampler}-"
                 f"{solver.opts.steps}", {"group": "superres", "train_minutes": None, "metrics": metrics,
                                         "command": "python -m bench.superres " + " ".join(args.argv)})
 
@@ -87,7 +81,8 @@ def get_parser():
     p.add_argument("--ckpt", required=True, help="a video checkpoint trained with --superres K")
     p.add_argument("--split", default="val", choices=("val", "test"), help="the clips' split (default val)")
     p.add_argument("--seed", type=int, default=1, help="the clips' seed (default 1)")
-    p.add_argument("--clips", type=int, default=100, help="clips scored (default 100)")
+    p.add_argument("--clips", type=positive, default=100,
+                   help="clips scored (default 100; at most the split's clips)")
     p.add_argument("--sampler", choices=("ddpm", "ddim"), default=None,
                    help="the sampler (default: the checkpoint's stored one, else DDPM)")
     return p
@@ -97,4 +92,5 @@ if __name__ == "__main__":
     import sys
     args = get_parser().parse_args()
     args.argv = sys.argv[1:]
-    main(args)
+    with user_errors():
+        main(args)

@@ -2,8 +2,8 @@
 Gallagher's tree-based placement (A. Gallagher, "Jigsaw puzzles with pieces of unknown orientation", CVPR 2012),
 for pieces of known orientation (ours are never rotated) in a known rows x cols frame: `place_tree(lr, tb, grid)`
 places the k <= rows*cols pieces of any grid, from the same non-negative pair costs as bench/baselines.py's
-exhaustive `place` (lr[i, j]: piece j right of i; tb[i, j]: j below i; MGC there) and returns the same positions (k,)
-int64, the raster cell of each piece. Three steps:
+exhaustive `place` (lr[i, j]: piece j right of i; tb[i, j]: j below i; MGC there) and returns positions in the same
+format as place: (k,) int64, the raster cell of each piece. Three steps:
 
 1. Ratios (`dissimilarity_ratios`): each border's cost over the second-best on that border, as Gallagher normalises
    MGC, taken from both pieces' side: D'(i, j) = D(i, j) / min(s_i, s_j), s_i the second-smallest D(i, m) over m != i
@@ -104,8 +104,9 @@ class Clusters:
         return True
 
     def largest(self):
-        """The pieces of the largest cluster (the first formed of equal ones) and their (row, col) from its box's
-        top-left cell: two lists."""
+        """The pieces of the largest cluster and their (row, col) from its box's top-left cell: two lists. Of equal
+        ones, max takes the first in the dict's order: the cluster whose key (the piece index it is named by) is
+        lowest, as the keys 0..k-1 keep their order and joins only remove keys."""
         a = max(self.members, key=lambda c: len(self.members[c]))
         top, _, left, _ = self.box[a]
         return self.members[a], [(self.at[p][0] - top, self.at[p][1] - left) for p in self.members[a]]

@@ -33,7 +33,7 @@ VID_WEIGHTS = "supp. 'Video Experiments': 0.8 missing frames / 0.2 positional co
 LATENT = "Sec. 3.2 and supp. 'Latent Diffusion Models': 256x256x3 frames -> 32x32x4 Stable Diffusion latents (--vae)"
 STRIDE = "supp. 'Video Experiments': temporal downsampling 1, 4, 2, 2 for MovingMNIST, CLEVRER, UCF101, QST"
 
-ERODED_GRID = ("Sec. 4.1 and Table 3: 150 pieces, 'the setting with the largest number of pieces' of Bridger et al. "
+ERODED_GRID = ("Sec. 4.3 and Table 3: 150 pieces, 'the setting with the largest number of pieces' of Bridger et al. "
                "(CVPR 2020); the paper gives no grid: READ AS 10 x 15")
 ERODED_PIECE = ("Table 3 gives no piece size: READ AS the ImageNet protocol's 64 px pieces (Sec. 4.3), patch 16 as "
                 "there")
@@ -59,7 +59,10 @@ IMAGE = {
     "jpwleg3": {**IMAGE_COMMON, "piece_size": (96, "Sec. 4.1 'JPwLEG-3': 9 fragments of 96 x 96 px"),
                 "gap": (48, "Sec. 4.1 'JPwLEG-3': gaps of 48 px between them")},
     # Table 3, 150 pieces with 7% erosion (75.9% of pieces, 45% of puzzles): a folder of photos (Bridger et al.'s data
-    # is not shipped with the paper), --dataset folder --paper
+    # is not shipped with the paper), each sized to 690 x 1035 px (10 x 15 cells of 69 px), --dataset folder --paper.
+    # 64 px pieces of patch 16 make 2400 tokens a puzzle, about 3 GiB of activations each at the base model (the
+    # 144-token row `memory estimate dit-base b256 bf16`, 0.18 GiB a puzzle, scaled by 2400 / 144): on an 80 GB GPU
+    # add --accum 16 (16 puzzles a micro-batch, about 51 GiB with the 2.5 GiB of weights and optimizer state)
     "folder": {**IMAGE_COMMON, "grid": ((10, 15), ERODED_GRID), "piece_size": (64, ERODED_PIECE),
                "gap": (5, ERODED_GAP)},
 }

@@ -152,8 +152,14 @@ def solve_image_bag(solver, pieces, pins, opts):
 
 
 def order_clips(solver, clips, pins, opts):
-    """Video models: the time slot of each clip ({name: clip}); the pinned piece is the first (the model's anchor)."""
+    """Video models: the time slot of each clip ({name: clip}); the pinned piece is the first (the model's anchor). A
+    super-resolution model is refused: trained with every given piece told and pinned, it would keep the input order."""
     puzzle = solver.config.puzzle
+    if solver.trained.superres:
+        k = solver.trained.superres
+        raise UserError(f"a bag of clips cannot be ordered by a super-resolution model (trained with --superres {k}, "
+                        f"every given piece's place told); raise a clip's frame rate with python -m solving.own "
+                        f"--superres {k}, or order clips with a checkpoint trained without --superres")
     if len(clips) != puzzle.pieces:
         raise UserError(f"this model orders {puzzle.pieces} pieces of {puzzle.frames_per_piece} frame(s), got "
                         f"{len(clips)}; give exactly {puzzle.pieces} (a bag of clips with pieces missing cannot be "

@@ -68,7 +68,8 @@ def judge(costs, content, missing, pinned, method, puzzle):
     and each sample's. Pictures: the board of least energy that swaps reach from each of them (solving/search.py),
     the model's costs weighted in by PRIOR_WEIGHT. costs (S, B, N, P), content (B, N, ...), missing (B, N) bool, pinned
     (B, N) long: -1 or a told cell; method: metrics.assign_batch's; puzzle: the pieces' ImageConfig (its grid and gap)
-    or VideoConfig. Always in fp32, even inside autocast (fp16 would overflow the energies)."""
+    or VideoConfig. The costs and content in fp32, even inside autocast (fp16 would overflow the energies); the
+    search sums its swaps' deltas and its final pick's energies in float64."""
     grid = tuple(puzzle.grid) if puzzle.kind == "image" else None
     check_grid(content, grid)
     costs, content = costs.float(), content.float()

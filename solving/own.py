@@ -86,7 +86,7 @@ def superres(args, solver):
     pieces, fpp, k = puzzle.pieces, puzzle.frames_per_piece, args.superres
     if not solver.generates:                                   # its content head never trained: blank frames
         raise UserError(f"--superres generates pieces, and {args.ckpt} trained without missing pieces (--missing 0), "
-                        "so it cannot; use a video model trained with --missing K")
+                        "so it cannot; use a video model trained with --superres K or --missing K")
     valid = [j for j in range(1, pieces - 1) if (pieces - 1) % (j + 1) == 0]
     if k not in valid:
         raise UserError(f"--superres {k} does not fit this {pieces}-piece checkpoint (given pieces at 0, K+1, ... "

@@ -14,6 +14,7 @@ near it are scored again (at 150 pieces, a few milliseconds a round: bench/searc
 
     positions = search(candidates, content, missing, pinned, grid, prior)       # (K, B, N) -> (B, N)
 """
+import copy
 import functools
 import itertools
 
@@ -22,7 +23,8 @@ import torch
 from solving.borders import border_costs
 
 EMPTY_QUANTILE = 0.1   # an empty cell's border costs this quantile of the costs between real pieces (bench/baselines)
-PAIRS_AT_ONCE = 2 ** 20   # search descends candidates together up to this many (board, swap) pairs (~150 MB)
+PAIRS_AT_ONCE = 2 ** 20   # search descends boards together up to this many (board, swap) pairs: about 250 bytes
+# a pair (the float64 delta and the index and cost tensors that pair_deltas gathers for it), so about 250 MB
 
 
 def real_pairs(missing):
@@ -79,6 +81,20 @@ class Energy:
             e = e + self.prior[b[..., 0], boards, torch.arange(boards.shape[2], device=boards.device)].sum(2)
         return e
 
+    def double(self):
+        """The same energy summed in float64, as Swaps sums its deltas: equal boards then tie exactly."""
+        out = copy.copy(self)
+        out.lr, out.tb = self.lr.double(), self.tb.double()
+        out.prior = None if self.prior is None else self.prior.double()
+        return out
+
+    def puzzles(self, part):
+        """The energy of the puzzles `part` (a slice of the batch) alone: the same tables, so the same sums."""
+        out = copy.copy(self)
+        out.lr, out.tb, out.missing = self.lr[part], self.tb[part], self.missing[part]
+        out.prior = None if self.prior is None else self.prior[part]
+        return out
+
     def swap_deltas(self, boards):
         """(K, B, M) float64: how much each swap of two cells (geometry(grid)'s pairs) changes each board's energy."""
         return Swaps(self, boards).delta
@@ -105,8 +121,8 @@ def geometry(grid):
 
 class Swaps:
     """Every swap of two cells of boards (K, B, cells) scored by the change it makes to the energy (delta (K, B, M),
-    float64, in which sums of a few fp32 costs are exact, so equally good swaps tie exactly), kept up to date as swaps
-    are made.
+    float64, in which sums of a few fp32 costs are exact unless their magnitudes differ by about 2^25 or more, so
+    equally good swaps tie exactly), kept up to date as swaps are made.
 
     A swap changes only the borders of its two cells, and the prior's terms of the two. cost (K, B, cells, N + 1)
     holds what the borders of cell x would cost if it showed piece s, its neighbours as they are; a swap of a and c
@@ -194,14 +210,25 @@ def descend(boards, energy, fixed):
 
 def search(candidates, content, missing, pinned, grid, prior=None):
     """(B, N) int64: of the candidates (K, B, N) (each piece's cell), each improved by descend, the one of least
-    energy (ties: the first); image content (B, N, C, H, W), missing (B, N) bool, pinned (B, N) long (-1, or the cell
-    a piece is kept on: it never moves), grid (rows, cols)."""
+    energy, summed in float64 as the descent's deltas are (ties: the first); image content (B, N, C, H, W), missing
+    (B, N) bool, pinned (B, N) long (-1, or the cell a piece is kept on: it never moves), grid (rows, cols). Boards
+    descend in parts of at most PAIRS_AT_ONCE (board, swap) pairs, split over puzzles and then over candidates: each
+    board descends on its own, so the parts change no result."""
     candidates, missing, pinned = (torch.as_tensor(x).to(content.device) for x in (candidates, missing, pinned))
     energy = Energy(content, missing, grid, prior)
     fixed = torch.zeros(len(pinned), candidates.shape[2] + 1, dtype=torch.bool, device=content.device)
     fixed = fixed.scatter(1, torch.where(pinned < 0, candidates.shape[2], pinned), True)[:, :-1]   # (B, cells)
     cells = candidates.shape[2]
-    at_once = max(1, PAIRS_AT_ONCE // (len(pinned) * cells * (cells - 1) // 2 or 1))   # candidates descending together
-    boards = torch.cat([descend(c, energy, fixed) for c in candidates.argsort(2).split(at_once)])   # (K, B, cells)
-    best = energy(boards).argmin(0)                                             # (B,)
+    swaps = cells * (cells - 1) // 2 or 1                                       # (board, swap) pairs a board
+    puzzles = max(1, PAIRS_AT_ONCE // swaps)                                    # puzzles descending together
+    boards = torch.cat([descend_part(candidates[:, p], energy.puzzles(p), fixed[p], swaps)
+                        for p in (slice(s, s + puzzles) for s in range(0, len(pinned), puzzles))], 1)   # (K, B, cells)
+    best = energy.double()(boards).argmin(0)                                    # (B,)
     return boards[best, torch.arange(len(best))].argsort(1)                     # back to each piece's cell
+
+
+def descend_part(candidates, energy, fixed, swaps):
+    """(K, b, cells): the boards of candidates (K, b, N) of a part of the puzzles, descended (descend) a few
+    candidates at a time, at most PAIRS_AT_ONCE (board, swap) pairs (swaps: a board's) together."""
+    at_once = max(1, PAIRS_AT_ONCE // (candidates.shape[1] * swaps))           # candidates descending together
+    return torch.cat([descend(c, energy, fixed) for c in candidates.argsort(2).split(at_once)])

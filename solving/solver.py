@@ -43,7 +43,8 @@ class Solver:
 
     def told(self, batch, pinned=None):
         """(told, pinned) (B, N) bool: the pieces whose code the network is told, and those kept on their true cells
-        in the assignment (default: jpdvt.pinned_pieces of the solver's puzzles, their anchor): told_and_pinned."""
+        in the assignment (default: jpdvt.pinned_pieces of the solver's puzzles: the anchor, or for a super-resolution
+        model every given piece): told_and_pinned."""
         pinned = pinned_pieces(batch, self.config.puzzle) if pinned is None else pinned
         return told_and_pinned(batch, pinned, self.trained)
 

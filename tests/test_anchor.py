@@ -5,11 +5,15 @@ import ast
 import pathlib
 import sys
 
+import numpy as np
 import pytest
 import torch
-from conftest import own_run, train_video_run
+from conftest import DIGITS_CKPT, own_run, sample_run, train_video_run
 
+import bench.superres
+import solving
 from jpdvt import anchor_pieces, pinned_pieces, told_and_pinned
+from plumbing.cli import UserError
 from puzzles import ImageConfig, VideoConfig, VideoPuzzles
 from unet3d import UNet3D
 
@@ -80,6 +84,37 @@ def test_superres_tells_the_network_only_what_training_showed_it(tmp_path, monke
     for missing, given in seen:
         assert missing[:, 1].all() and not missing[:, [0, 2]].any()      # pieces 0 and 2 given, 1 generated
         assert given[:, 0].all() and given[:, 2].eq(pattern[0] == "--superres").all()
+    final = (tmp_path / "run" / "log.txt").read_text().splitlines()[-1]       # the held-out check: every given piece
+    assert final.startswith("final step 2 psnr " if pattern[0] == "--superres" else "final step 2 kendall ")  # pinned
+
+
+@pytest.fixture
+def superres_ckpt(tmp_path):
+    """The shipped 5-piece digits model's checkpoint marked as trained on the super-resolution pattern (K = 1): what
+    is refused is refused before anything is sampled, so the weights need not have learned it."""
+    ckpt = torch.load(DIGITS_CKPT, map_location="cpu", weights_only=True)
+    ckpt["config"]["puzzle"]["superres"] = 1
+    torch.save(ckpt, tmp_path / "superres.pt")
+    return tmp_path / "superres.pt"
+
+
+def test_a_super_resolution_model_orders_no_bag_of_clips(superres_ckpt):
+    """Told every given piece's place, it would keep the input order of python -m solving.own --frames."""
+    clips = [np.zeros((4, 32, 32, 1), np.float32) for _ in range(5)]
+    with pytest.raises(UserError, match=r"^a bag of clips cannot be ordered by a super-resolution model \(trained "
+                                        r"with --superres 1.*python -m solving.own --superres 1, or .* without"):
+        solving.load(str(superres_ckpt), "cpu").solve(clips, pins={0: 0})
+
+
+def test_sample_refuses_a_super_resolution_model_and_bench_superres_any_other(superres_ckpt):
+    """sample.py's order would measure nothing (every given piece is pinned): bench.superres measures its frames,
+    and refuses a model without the super-resolution pattern."""
+    with pytest.raises(UserError, match=r"is a super-resolution model, .*; measure its generated frames' PSNR with "
+                                        r"python -m bench.superres --ckpt .*superres.pt$"):
+        sample_run("--ckpt", superres_ckpt, "--missing", "1")
+    args = bench.superres.get_parser().parse_args(["--ckpt", DIGITS_CKPT])
+    with pytest.raises(UserError, match=r"was not trained for super-resolution.*train_video.py --superres K$"):
+        bench.superres.main(args)
 
 
 def test_plumbing_imports_nothing_of_the_method():

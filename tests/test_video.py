@@ -295,7 +295,7 @@ def test_trained_model_orders_clips(tmp_path):
 def test_superres_needs_a_model_trained_with_missing_pieces(tmp_path):
     with pytest.raises(UserError, match=r"^--superres generates pieces, and .*video-digits-5x4.pt trained without "
                                         r"missing pieces \(--missing 0\), so it cannot; use a video model trained "
-                                        r"with --missing K$"):
+                                        r"with --superres K or --missing K$"):
         own_run("--ckpt", DIGITS_CKPT, "--superres", "1", "--out", tmp_path)
 
 
