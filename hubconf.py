@@ -21,6 +21,7 @@ CHECKPOINTS = {                                  # entry -> checkpoints/NAME.pt
     "photos_missing": "image-photos-3x3-missing",   # 3x3 photos, up to 3 pieces missing (drawn)
     "photos_gap": "image-photos-3x3-gap",        # 3x3 photo pieces cut with 8 px gaps between them
     "photos_5x5": "image-photos-5x5",            # 5x5 photo pieces (25)
+    "photos_5x5_gap": "image-photos-5x5-gap",    # 5x5 photo pieces cut with 8 px gaps
     "shapes": "image-shapes-3x3",                # built-in pictures of shapes
     "shapes_anchor_missing": "image-shapes-3x3-anchor-missing",   # shapes, one piece pinned, one missing
     "digits_5x4": "video-digits-5x4",            # built-in moving digits: 5 pieces of 4 frames

@@ -111,6 +111,8 @@ def main(args):
     print({k: round(v, 4) if isinstance(v, float) else v for k, v in m.items()}, flush=True)
     if args.ckpt:
         name = os.path.basename(args.ckpt)[:-3]
+        if name == "ckpt":                   # a training run's ckpt.pt: the run's folder names it
+            name = os.path.basename(os.path.dirname(os.path.abspath(args.ckpt)))
         threads = os.environ.get("OMP_NUM_THREADS")
         command = (f"OMP_NUM_THREADS={threads} " if threads else "") + "python -m bench.search_time " + shlex.join(
             sys.argv[1:])
