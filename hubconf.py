@@ -29,6 +29,7 @@ CHECKPOINTS = {                                  # entry -> checkpoints/NAME.pt
     "mmnist_10x2": "video-mmnist-10x2",          # 10 pieces of 2 frames
     "mmnist_20x1": "video-mmnist-20x1",          # 20 single frames
     "mmnist_8x4_missing": "video-mmnist-8x4-missing",   # 8 pieces of 4 frames, up to 2 missing (drawn)
+    "mmnist_7x4_superres": "video-mmnist-7x4-superres",   # 7 pieces of 4 frames: every other one drawn
 }
 
 

@@ -22,8 +22,6 @@ from plumbing.cli import positive
 GROUPS = ["baselines", "baselines-val", "fresh-seed", "fresh-seed-baselines", "masked-clips-baselines", "ensemble",
           "assign", "one-call-val", "candidate-val", "throughput", "memory-estimate", "gpu-record", "loader-imagenet",
           "loader-prepared", "tree-check", "superres"]
-# the super-resolution model superres scores (R.SHIPPED may not list it yet)
-SUPERRES_CKPT = "checkpoints/video-mmnist-7x4-superres.pt"
 # the flags a resumed run may take (every other setting comes from its checkpoint)
 RESUMABLE = ("--max-steps", "--eval-every", "--ckpt-every", "--workers", "--out")   # flags --resume accepts
 
@@ -183,8 +181,8 @@ def main(args):
         elif name == "tree-check":                  # tree against exhaustive placement, MGC, photos 3x3 (test)
             tree_check("folder", R.PHOTOS, (3, 3), 24, 0, 0, R.PHOTO_PASSES)
         elif name == "superres":                    # the generated frames' PSNR, on test clips of a fresh seed
-            sh(["-m", "bench.superres", "--ckpt", SUPERRES_CKPT, "--split", "test", "--seed", str(R.SUPERRES_SEED),
-                "--clips", "100"])
+            sh(["-m", "bench.superres", "--ckpt", R.SHIPPED["video-mmnist-7x4-superres"], "--split", "test",
+                "--seed", str(R.SUPERRES_SEED), "--clips", "100", "--data-dir", R.MNIST])
         elif name == "masked-clips-baselines":      # frame chaining on the masked model's test clips
             for k in range(3):
                 masked_video_baselines(*R.MASKED_CLIPS, seed=R.MASKED_SEED, missing=k)

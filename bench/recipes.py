@@ -128,7 +128,7 @@ SHIPPED = {name: f"checkpoints/{name}.pt" for name in ("image-shapes-3x3", "vide
                                                        "video-mmnist-5x4", "video-mmnist-20x1", "image-photos-3x3",
                                                        "image-photos-3x3-gap", "image-photos-3x3-missing",
                                                        "video-mmnist-8x4-missing", "image-photos-5x5",
-                                                       "image-photos-5x5-gap")}
+                                                       "image-photos-5x5-gap", "video-mmnist-7x4-superres")}
 # the README's video figures: each shipped video model once, with its own estimator, on test clips of a seed no
 # choice has seen; (dataset, data dir, pieces, frames per piece) of each for frame chaining on the same clips
 FRESH = 20261202

@@ -51,7 +51,8 @@ def main(args):
         raise UserError(f"--ckpt {args.ckpt} was not trained for super-resolution, so there is no pattern of given "
                         "pieces to measure; pass a video checkpoint trained with train_video.py --superres K")
     keep = np.arange(puzzle.pieces) % (k + 1) == 0
-    test = VideoPuzzles(replace(puzzle, missing=0, superres=0), args.split, args.seed)
+    data_dir = args.data_dir or puzzle.data_dir
+    test = VideoPuzzles(replace(puzzle, missing=0, superres=0, data_dir=data_dir), args.split, args.seed)
     clips = min(args.clips, len(test))                                  # a small split: all of its clips
     solver.opts.generator.manual_seed(args.seed)
     scores = {"psnr": [], "blend_psnr": []}
@@ -83,6 +84,7 @@ def get_parser():
     p.add_argument("--seed", type=int, default=1, help="the clips' seed (default 1)")
     p.add_argument("--clips", type=positive, default=100,
                    help="clips scored (default 100; at most the split's clips)")
+    p.add_argument("--data-dir", default=None, help="the clips' data folder (default: the checkpoint's)")
     p.add_argument("--sampler", choices=("ddpm", "ddim"), default=None,
                    help="the sampler (default: the checkpoint's stored one, else DDPM)")
     return p

@@ -58,7 +58,7 @@ def test_a_photo_cut_into_files_is_solved(tmp_path):
     assert Image.open(tmp_path / "out" / "solved.png").size == (3 * side + 4, 3 * side + 4)   # 2 px borders
 
 
-def test_a_photo_cut_into_25_files_is_solved_by_the_5x5_model(tmp_path):
+def test_a_photo_cut_into_25_files_is_solved_by_the_5x5_model_with_the_judge(tmp_path):
     truth = cut_into_files(tmp_path / "pieces", side=60, keep=25, grid=5)
     report = own_run("--ckpt", PHOTOS_5X5, "--pieces", tmp_path / "pieces", "--judge", "classic",
                      "--out", tmp_path / "out")
