@@ -191,9 +191,11 @@ def test_flags_override_the_paper_and_no_paper_turns_it_off(layout):
     assert config.prediction == "x0" and not config.puzzle.anchor and config.model.hidden == 128
     assert (config.puzzle.piece_size, config.puzzle.gap) == train_image.PIECES["imagenet"]
     assert (config.train.batch_size, config.train.lr, config.train.ema_decay) == (64, 2e-3, 0.999)
-    with pytest.raises(UserError, match="--paper: the paper has no experiment on --dataset folder"):
-        train_image.make_config(train_image.get_parser().parse_args(["--dataset", "folder", "--data-dir", str(data),
-                                                                      "--paper"]))
+    config = train_image.make_config(train_image.get_parser().parse_args(    # a folder of photos: Table 3's 150 pieces
+        ["--dataset", "folder", "--data-dir", str(data), "--paper"]))
+    assert (config.puzzle.grid, config.puzzle.piece_size, config.puzzle.gap) == ((10, 15), 64, 5)
+    with pytest.raises(UserError, match="--paper: the paper has no experiment on --dataset shapes"):
+        train_image.make_config(train_image.get_parser().parse_args(["--dataset", "shapes", "--paper"]))
 
 
 TINY = {"train_image.py": ["--model", "tiny", "--piece-size", "16", "--batch-size", "4", "--max-steps", "2",
