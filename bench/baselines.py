@@ -20,7 +20,7 @@ from tqdm import tqdm
 from bench.intervals import interval
 from bench.recipes import TEST_PUZZLES
 from bench.report import save_result
-from bench.tree_solver import place_tree
+from bench.tree_solver import EMPTY_QUANTILE, place_tree, with_empty  # noqa: F401 (the empty slot's rule, shared)
 from metrics import kendall_distance, piece_accuracy, puzzle_accuracy, relabel_generated
 from puzzles import ImageConfig, VideoConfig, puzzle_set
 
@@ -101,21 +101,6 @@ def _neighbours(rows, cols):
             + [(r * cols + c, (r + 1) * cols + c, False) for r in range(rows - 1) for c in range(cols)])
 
 
-# A pair with an empty slot costs this quantile of the off-diagonal pair costs: low, near a true match's cost, so
-# that where the gap lies does not sway the placement much. On the 39 photo puzzles (3x3, 16 px, no gap, MGC,
-# exhaustive) with 1 / 2 pieces missing, 0.1 solves 95 / 79% of puzzles, the median only 64 / 44%.
-EMPTY_QUANTILE = 0.1
-
-
-def _with_empty(cost):
-    """Append an 'empty slot' row and column (index k); their pairs cost the EMPTY_QUANTILE of pair costs."""
-    k = len(cost)
-    fill = np.quantile(cost[~np.eye(k, dtype=bool)], EMPTY_QUANTILE) if k > 1 else 0.0
-    out = np.full((k + 1, k + 1), fill)
-    out[:k, :k] = cost
-    return out
-
-
 def place(lr, tb, grid):
     """
     Arrangement of least summed pair cost for the k <= rows*cols pieces of the (k, k) costs `lr`, `tb`, trying every
@@ -126,7 +111,7 @@ def place(lr, tb, grid):
     n, k = rows * cols, len(lr)
     assert k <= n <= EXHAUSTIVE_CELLS, (f"{k} pieces, a {rows}x{cols} grid: exhaustive placement covers at most "
                                         f"{EXHAUSTIVE_CELLS} cells")
-    lr, tb = _with_empty(lr), _with_empty(tb)
+    lr, tb = with_empty(lr), with_empty(tb)
     perms = all_arrangements(n)
     arr = perms if k == n else np.minimum(perms, k)                   # pieces >= k -> the empty index k
     total = np.zeros(len(arr))
