@@ -95,10 +95,6 @@ class Energy:
         out.prior = None if self.prior is None else self.prior[part]
         return out
 
-    def swap_deltas(self, boards):
-        """(K, B, M) float64: how much each swap of two cells (geometry(grid)'s pairs) changes each board's energy."""
-        return Swaps(self, boards).delta
-
 
 @functools.lru_cache
 def geometry(grid):
@@ -134,12 +130,13 @@ class Swaps:
     def __init__(self, energy, boards):
         pairs, touch, of, near = (x.to(boards.device) for x in geometry(energy.grid))
         self.energy, self.pairs, self.touch, self.of, self.near = energy, pairs, touch, of, near
-        lr, tb = energy.lr.double(), energy.tb.double()                              # (B, N + 1, N + 1): [left, right]
+        exact = energy.double()
+        lr, tb = exact.lr, exact.tb                                                  # (B, N + 1, N + 1): [left, right]
         # facing (B, 4, N + 2, N + 1): [b, d, q, s] the cost of piece s beside its d neighbour q (right, left, below,
         # above); q = N + 1, off the grid, costs 0
         self.facing = torch.nn.functional.pad(torch.stack([lr.mT, lr, tb.mT, tb], 1), (0, 0, 0, 1))
         self.between = torch.stack([torch.zeros_like(lr), lr, tb], 1)                # (B, 3, N + 1, N + 1): by touch
-        self.prior = None if energy.prior is None else energy.prior.double()          # (B, N, cells)
+        self.prior = exact.prior                                                     # (B, N, cells) or None
         self.b = torch.arange(boards.shape[1], device=boards.device)[None, :, None]   # (1, B, 1)
         self.boards, self.shown = boards, energy.shown(boards)                        # (K, B, cells) each
         (k, b, cells), n, m = boards.shape, lr.shape[1], len(pairs)

@@ -7,7 +7,7 @@ import torch
 
 import solving.search
 from solving.borders import border_costs
-from solving.search import Energy, descend, search, unit
+from solving.search import Energy, Swaps, descend, search, unit
 
 GRID = (3, 3)
 
@@ -141,7 +141,7 @@ def test_a_swap_s_delta_is_the_change_of_the_board_s_energy(grid):
     swapped[..., torch.arange(len(pairs)), pairs[:, 0]] = boards[..., pairs[:, 1]]
     swapped[..., torch.arange(len(pairs)), pairs[:, 1]] = boards[..., pairs[:, 0]]
     change = energy(swapped.permute(2, 0, 1, 3).flatten(0, 1)).unflatten(0, (len(pairs), -1)).permute(1, 2, 0)
-    assert torch.allclose(energy.swap_deltas(boards), change - energy(boards)[..., None], atol=1e-9)
+    assert torch.allclose(Swaps(energy, boards).delta, change - energy(boards)[..., None], atol=1e-9)
 
 
 @pytest.mark.parametrize("grid, puzzles", [((3, 3), 600), ((4, 5), 12), ((5, 5), 6)])
@@ -160,7 +160,7 @@ def test_equally_good_swaps_tie_exactly_and_the_first_wins():
     missing[0, [3, 4]] = False
     boards = torch.tensor([6, 4, 2, 0, 5, 7, 1, 8, 3])[None, None]            # 4 in cell 1, 3 in cell 8 (a corner)
     energy = Energy(content, missing, GRID)
-    delta = energy.swap_deltas(boards)[0, 0]
+    delta = Swaps(energy, boards).delta[0, 0]
     assert (delta == delta.min()).sum() >= 2
     fixed = torch.zeros(1, 9, dtype=torch.bool)
     assert torch.equal(descend(boards, energy, fixed), reference_descend(boards, exact(energy), fixed))
