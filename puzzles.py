@@ -181,6 +181,12 @@ def make_video_puzzle(frames, num_pieces, frames_per_piece, rng, missing=0, star
     return dict(pieces=pieces[true_pos], true_pos=true_pos, missing=np.concatenate([[False], rest_missing]))
 
 
+def superres_given(slots, k):
+    """Temporal super-resolution with K drawn pieces between given ones (VideoConfig.superres): True at the time slots
+    (an int array or tensor) of the given pieces, 0, K + 1, 2 (K + 1), ...; the slots between are missing."""
+    return slots % (k + 1) == 0
+
+
 def video_tensor(pieces):
     """Pieces (N, F, H, W, C) in [0, 1] -> a float tensor (N, F, C, H, W) in [-1, 1], the model's layout."""
     pieces = torch.from_numpy(np.ascontiguousarray(pieces)).float()
@@ -234,7 +240,7 @@ class VideoPuzzles(torch.utils.data.Dataset):
         start = None if self.train else (len(clip) - self.span) // 2
         puzzle = make_video_puzzle(clip, pieces, self.cfg.frames_per_piece, rng=rng, missing=k, start=start)
         if self.cfg.superres:       # super-resolution: the slots between every (K + 1)-th piece's are missing
-            puzzle["missing"] = puzzle["true_pos"] % (self.cfg.superres + 1) != 0
+            puzzle["missing"] = ~superres_given(puzzle["true_pos"], self.cfg.superres)
         return self.clips.item(puzzle) if self.clips.latent else video_item(puzzle)
 
 

@@ -55,7 +55,7 @@ from plumbing.cli import (
     positive_float,
     resolve_device,
 )
-from puzzles import collate
+from puzzles import collate, superres_given
 from training.shares import shared_backward
 
 # ----------------------------------------------------------------------------
@@ -239,7 +239,7 @@ def superres_check(puzzle, positions, generated, batch):
     content is latents, which it cannot decode here: the line names the command that measures its frames."""
     if puzzle.vae:
         return "(latent super-resolution: python -m bench.superres --ckpt CKPT measures the generated frames' PSNR)"
-    keep = np.arange(puzzle.pieces) % (puzzle.superres + 1) == 0               # the given slots
+    keep = superres_given(np.arange(puzzle.pieces), puzzle.superres)          # the given slots
     true = in_slots(batch["content"], batch["true_pos"].cpu().numpy())
     return f"psnr {psnr(in_slots(generated.float().clamp(-1, 1), positions), true, keep).mean():.2f}"
 

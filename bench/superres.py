@@ -18,7 +18,7 @@ from bench.intervals import interval
 from bench.report import save_result
 from metrics import in_slots, psnr
 from plumbing.cli import UserError, positive, user_errors
-from puzzles import VideoPuzzles
+from puzzles import VideoPuzzles, superres_given
 from solving.own import low_rate_batch
 from solving.solver import load_solver
 
@@ -50,7 +50,7 @@ def main(args):
     if not k:
         raise UserError(f"--ckpt {args.ckpt} was not trained for super-resolution, so there is no pattern of given "
                         "pieces to measure; pass a video checkpoint trained with train_video.py --superres K")
-    keep = np.arange(puzzle.pieces) % (k + 1) == 0
+    keep = superres_given(np.arange(puzzle.pieces), k)
     data_dir = args.data_dir or puzzle.data_dir
     test = VideoPuzzles(replace(puzzle, missing=0, superres=0, data_dir=data_dir), args.split, args.seed)
     clips = min(args.clips, len(test))                                  # a small split: all of its clips

@@ -21,7 +21,7 @@ from PIL import Image
 from config import load_checkpoint
 from pictures import video_row, write_rows
 from plumbing.cli import UserError, non_negative, positive, resolve_device, user_errors
-from puzzles import VideoPuzzles, video_tensor
+from puzzles import VideoPuzzles, superres_given, video_tensor
 from sample import add_sampling_flags, sampling
 from solving.bag import CONFIDENCE_SAMPLES
 from solving.solver import Solver
@@ -91,7 +91,7 @@ def superres(args, solver):
     if k not in valid:
         raise UserError(f"--superres {k} does not fit this {pieces}-piece checkpoint (given pieces at 0, K+1, ... "
                         f"up to {pieces - 1}); use {' or '.join(map(str, valid)) or 'a checkpoint with more pieces'}")
-    keep = np.arange(pieces) % (k + 1) == 0                   # time slots of the given (low-rate) pieces
+    keep = superres_given(np.arange(pieces), k)               # time slots of the given (low-rate) pieces
     check_pattern(args.ckpt, solver.trained, k, int((~keep).sum()))
     if args.video:
         low = read_clip(args, puzzle, int(keep.sum()) * fpp)
