@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from bench.report import save_result
+from bench.report import ckpt_name, save_result
 
 DRAWS = 2000                                 # bootstrap resamples
 KEYS = {"image": ("piece_acc", "puzzle_acc"), "video": ("kendall", "exact", "kendall_set", "exact_set")}
@@ -33,17 +33,11 @@ def paired(a, b):
     (ma, mb), rng = [json.load(open(os.path.join(f, "metrics.json"))) for f in (a, b)], np.random.default_rng(0)
     kind = "image" if "piece_acc" in ma else "video"
     row = {k: interval(np.subtract(ma["per_puzzle"][k], mb["per_puzzle"][k]), rng) for k in KEYS[kind]}
-    key = f"paired {run_name(ma)} {ma['split']} x{ma['repeats']}: {setting(ma)} minus {setting(mb)}"
+    key = f"paired {ckpt_name(ma['ckpt'])} {ma['split']} x{ma['repeats']}: {setting(ma)} minus {setting(mb)}"
     print(key, " ".join(f"{k} {v:+.4f} [{lo:+.4f}, {hi:+.4f}]" for k, (v, lo, hi) in row.items()))
     save_result(key, {"command": f"python -m bench.intervals --minus {b} {a}", "group": "intervals",
                       "metrics": {**{k: v for k, (v, _, _) in row.items()},
                                   **{f"{k}_95": [lo, hi] for k, (_, lo, hi) in row.items()}}})
-
-
-def run_name(m):
-    """The checkpoint's name; a training run's ckpt.pt: its run folder's."""
-    name = os.path.splitext(os.path.basename(m["ckpt"]))[0]
-    return os.path.basename(os.path.dirname(os.path.abspath(m["ckpt"]))) if name == "ckpt" else name
 
 
 def setting(m):
@@ -63,7 +57,7 @@ def main(args):
         kind = "image" if "piece_acc" in m else "video"
         puzzle = m.get("puzzle", m)          # the puzzle settings (older metrics.json: beside the figures)
         row = {k: interval(m["per_puzzle"][k], rng) for k in KEYS[kind]}
-        name = run_name(m)
+        name = ckpt_name(m["ckpt"])
         protocol = ("anchored" if puzzle["anchor"] else "all pieces") if kind == "image" else "clips"
         key = f"interval {name} {m['split']} missing {puzzle['missing']} {protocol} seed {m['seed']} x{m['repeats']}"
         if m.get("sampling_from", {}).get("samples") == "flag":    # K set by a flag, not the checkpoint's: its own row

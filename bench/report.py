@@ -30,6 +30,12 @@ def machine():
     return f"1 {torch.cuda.get_device_name()} + {cpu}" if torch.cuda.is_available() else cpu
 
 
+def ckpt_name(path):
+    """A row's name for checkpoint `path`: its file's name; a training run's ckpt.pt: its run folder's."""
+    name = os.path.splitext(os.path.basename(path))[0]
+    return os.path.basename(os.path.dirname(os.path.abspath(path))) if name == "ckpt" else name
+
+
 def save_result(key, row):
     """Add or replace one row; a lock file beside results.json lets several runs write rows at once."""
     row.setdefault("machine", machine())

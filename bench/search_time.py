@@ -26,10 +26,10 @@ import torch
 
 import jpdvt
 import solving
-from bench.report import save_result
+from bench.report import ckpt_name, save_result
 from plumbing.cli import positive
 from puzzles import ImageConfig, collate, puzzle_set
-from solving.judge import PRIOR_WEIGHT, candidates
+from solving.judge import candidates, search_prior
 from solving.search import search
 
 
@@ -63,9 +63,7 @@ def model_candidates(args):
     solver.opts.generator.manual_seed(args.seed)
     costs = solver.costs(batch, given, replace(solver.opts, samples=args.samples or solver.opts.samples))[0]
     costs, cells = costs.float().cpu(), jpdvt.pinned_cells(batch, pinned)                      # (S, B, N, P)
-    weight = PRIOR_WEIGHT[puzzle.gap > 0]
-    return puzzle, {**batch, "pinned": cells}, candidates(costs, cells, solver.opts.assign), (
-        weight * costs.mean(0) if weight else None)
+    return puzzle, {**batch, "pinned": cells}, candidates(costs, cells, solver.opts.assign), search_prior(costs, puzzle)
 
 
 def synthetic_candidates(args):
@@ -110,9 +108,7 @@ def main(args):
     m = time_search(puzzle, batch, cands, prior)
     print({k: round(v, 4) if isinstance(v, float) else v for k, v in m.items()}, flush=True)
     if args.ckpt:
-        name = os.path.basename(args.ckpt)[:-3]
-        if name == "ckpt":                   # a training run's ckpt.pt: the run's folder names it
-            name = os.path.basename(os.path.dirname(os.path.abspath(args.ckpt)))
+        name = ckpt_name(args.ckpt)
         threads = os.environ.get("OMP_NUM_THREADS")
         command = (f"OMP_NUM_THREADS={threads} " if threads else "") + "python -m bench.search_time " + shlex.join(
             sys.argv[1:])

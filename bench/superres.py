@@ -15,7 +15,7 @@ import torch
 from tqdm import tqdm
 
 from bench.intervals import interval
-from bench.report import save_result
+from bench.report import ckpt_name, save_result
 from metrics import in_slots, psnr
 from plumbing.cli import UserError, positive, user_errors
 from puzzles import VideoPuzzles, superres_given
@@ -71,8 +71,7 @@ def main(args):
         metrics[name], *metrics[f"{name}_95"] = interval(v[None], rng)
     print(" ".join(f"{n} {metrics[n]:.2f} [{metrics[n + '_95'][0]:.2f}, {metrics[n + '_95'][1]:.2f}]"
                    for n in per_clip))
-    name = args.ckpt.rsplit("/", 1)[-1].removesuffix(".pt")
-    save_result(f"superres {name} {args.split} seed {args.seed} ({clips} clips) {solver.opts.sampler}-"
+    save_result(f"superres {ckpt_name(args.ckpt)} {args.split} seed {args.seed} ({clips} clips) {solver.opts.sampler}-"
                 f"{solver.opts.steps}", {"group": "superres", "train_minutes": None, "metrics": metrics,
                                         "command": "python -m bench.superres " + " ".join(args.argv)})
 

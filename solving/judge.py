@@ -77,6 +77,13 @@ def judge(costs, content, missing, pinned, method, puzzle):
         cands = candidates(costs, pinned, method)
         if grid is None:
             return pick(cands, content, missing) if len(costs) > 1 else cands[0].numpy()
-        weight = PRIOR_WEIGHT[puzzle.gap > 0]
-        prior = weight * costs.mean(0).to(content.device) if weight else None
+        prior = search_prior(costs, puzzle)
+        prior = None if prior is None else prior.to(content.device)
         return search(cands, content, missing, pinned, grid, prior).cpu().numpy()
+
+
+def search_prior(costs, puzzle):
+    """(B, N, P) or None: the model's costs (S, B, N, P) as a picture search's prior, the samples' mean weighted by
+    PRIOR_WEIGHT (None where its weight is 0: puzzles without gaps)."""
+    weight = PRIOR_WEIGHT[puzzle.gap > 0]
+    return weight * costs.mean(0) if weight else None
