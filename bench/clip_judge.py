@@ -6,14 +6,15 @@ None beat it on 2,000 val clips (docs/choices.md, "The judge's settings"), so no
 - new candidates: each candidate's one-step neighbours (a run of pieces reversed, or moved elsewhere: a travelling
   salesman's 2-opt and or-opt moves), and a descent by such moves while the cut energy drops, then the pick;
 - a near-tie cue: of the candidates whose energy is within (1 + tol) of the least, the one of least model cost (the
-  samples' mean distance, summed over the pieces at their slots) or of least centroid acceleration (the frames'
-  centres of brightness, steady between bounces for Moving MNIST's constant velocities);
+  samples' mean distance, summed over the pieces at their slots: the ensemble's order is its least, so this falls
+  back to the model alone within tol) or of least centroid acceleration (the one-frame pieces' centres of
+  brightness, which move at a steady pace between bounces unless the digits overlap);
 - coverage: how many clips have the right order among the candidates (more samples can only help those without).
 Rows: group "judge", `judge NAME val ...: K N, VARIANT`; the pick's own row is bench.judge's.
 
     python -m bench.judge --ckpt checkpoints/video-mmnist-20x1.pt --split val --num-puzzles 2000 --samples 8 \\
         --ks 2 4 8 --energies mgc --data-dir ../shared/data/mnist --cache runs/mm20x1-val2000.pt
-    python -m bench.clip_judge --cache runs/mm20x1-val2000.pt --ckpt checkpoints/video-mmnist-20x1.pt --k 8
+    python -m bench.clip_judge --cache runs/mm20x1-val2000.pt --ckpt checkpoints/video-mmnist-20x1.pt --seed 1 --k 8
 """
 import argparse
 import functools
@@ -82,7 +83,9 @@ def descend(orders, cut, first):
 
 
 def acceleration(content, orders):
-    """(K, B): the mean norm of the second difference of the frames' brightness centroids along each order."""
+    """(K, B): the mean norm of the second difference of the frames' brightness centroids along each order (one-frame
+    pieces)."""
+    assert content.shape[2] == 1, "the centroid cue reads one-frame pieces"
     w = (content[:, :, 0, 0].float() + 1) / 2                                                  # (B, N, H, W)
     yy, xx = torch.meshgrid(*(torch.arange(s, dtype=w.dtype) for s in w.shape[2:]), indexing="ij")
     mass = w.sum((2, 3)).clamp(min=1e-6)
@@ -100,6 +103,8 @@ def variants(costs, batch, k):
     """{name: positions (B, N)} of one chunk of clips for the first k samples, and {name: (B,) bool} coverage."""
     pinned, content = batch["pinned"], batch["content"]
     first = int((pinned >= 0).sum(1).max())                                          # the anchor's slots stay
+    assert not batch["missing"].any(), "the study scores clips with no missing piece"
+    assert (pinned[:, :first] == torch.arange(first)).all(), "the pinned pieces must be the first, on slots 0.."
     cands = candidates(costs[:k], pinned, "hungarian")                                  # (1 + k, B, N)
     cut, b = cuts(content), torch.arange(cands.shape[1])
     e, mean = energy(cut, cands), costs[:k].mean(0)
@@ -114,36 +119,39 @@ def variants(costs, batch, k):
     reached = descend(cands, cut, first)
     out["descent by moves, pick"] = reached[energy(cut, reached).argmin(0), b]
     true = batch["true_pos"]
-    cover = {"candidates": (cands == true).all(-1).any(0), "with one-step neighbours": (wide == true).all(-1).any(0)}
+    cover = {"candidates": (cands == true).all(-1).any(0),
+             "candidates and their one-step neighbours": (wide == true).all(-1).any(0)}
     return out, cover
 
 
 def main(args):
     passes = torch.load(args.cache, weights_only=False)
     scores, cover = {}, {}
-    for p in passes:
-        n = p["costs"].shape[1]
+    for p in passes:                                     # per pass: scores[name] holds (passes, clips) at the end
+        n, chunks = p["costs"].shape[1], {}
         for s in range(0, n, args.chunk):
             batch = {key: v[s:s + args.chunk] for key, v in p["batch"].items()}
             out, cov = variants(p["costs"][:, s:s + args.chunk], batch, args.k)
             for name, pos in out.items():
-                scores.setdefault(name, []).append(kendall_distance(pos.numpy(), batch["true_pos"].numpy()))
+                chunks.setdefault(name, []).append(kendall_distance(pos.numpy(), batch["true_pos"].numpy()))
             for name, v in cov.items():
                 cover.setdefault(name, []).append(v.numpy())
             print(f"{min(s + args.chunk, n)}/{n} clips", flush=True)
-    scores = {name: np.concatenate(v) for name, v in scores.items()}
+        for name, v in chunks.items():
+            scores.setdefault(name, []).append(np.concatenate(v))
+    scores = {name: np.stack(v) for name, v in scores.items()}                         # (passes, clips)
     cover = {name: float(np.concatenate(v).mean()) for name, v in cover.items()}
     command = "python -m bench.clip_judge " + shlex.join(sys.argv[1:])
     threads = os.environ.get("OMP_NUM_THREADS")
     command = (f"OMP_NUM_THREADS={threads} " if threads else "") + command
-    num = len(scores["pick"])
+    num = scores["pick"].shape[1]
     for name, v in scores.items():
-        gain = interval((v - scores["pick"])[None], np.random.default_rng(0))
-        m = {"kendall": float(v.mean()), "kendall_95": list(interval(v[None], np.random.default_rng(0))[1:]),
-             "exact": float((v == 0).mean()), "kendall_gain_over_pick_95": list(gain), "num_puzzles": num,
+        gain = interval(v - scores["pick"], np.random.default_rng(0))       # paired over clips: (mean, low, high)
+        m = {"kendall": float(v.mean()), "kendall_95": list(interval(v, np.random.default_rng(0))[1:]),
+             "exact": float((v == 0).mean()), "kendall_minus_pick": list(gain), "num_puzzles": num,
              "samples": args.k, "clips_changed": int((v != scores["pick"]).sum()),
              **{f"right order among the {c}": r for c, r in cover.items()}}
-        key = f"judge {ckpt_name(args.ckpt)} val seed {args.seed} ({num} puzzles): K {args.k}, {name}"
+        key = f"judge {ckpt_name(args.ckpt)} {args.split} seed {args.seed} ({num} puzzles): K {args.k}, {name}"
         print(key, {a: round(b, 6) for a, b in m.items() if a in ("kendall", "exact")},
               [round(x, 6) for x in gain], flush=True)
         if name != "pick":                                   # the pick's row is bench.judge's
@@ -155,7 +163,8 @@ def get_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cache", required=True, help="the samples a `python -m bench.judge --cache FILE` run drew (val)")
     p.add_argument("--ckpt", required=True, help="the checkpoint those samples came from (names the rows)")
-    p.add_argument("--seed", type=int, default=1, help="the --seed of that run (names the rows)")
+    p.add_argument("--split", default="val", choices=("val", "test"), help="the --split of that run (names the rows)")
+    p.add_argument("--seed", type=int, required=True, help="the --seed of that run (names the rows)")
     p.add_argument("--k", type=int, default=8, help="score the first K samples of each clip")
     p.add_argument("--chunk", type=int, default=50, help="clips scored at once")
     return p

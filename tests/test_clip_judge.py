@@ -4,6 +4,7 @@ import numpy as np
 import torch
 
 from bench.clip_judge import cuts, descend, energy, moves, near_tie
+from solving.borders import cut_energy
 
 
 def gliding(pieces=12, size=16):
@@ -35,3 +36,11 @@ def test_the_near_tie_rule_keeps_the_least_cue_within_the_tolerance():
     e = torch.tensor([[1.0], [1.04], [1.2]])                      # (K, B): candidate 1 is within 5% of the least
     cue = torch.tensor([[3.0], [1.0], [0.0]])
     assert near_tie(e, cue, 0.05).item() == 1 and near_tie(e, cue, 0.01).item() == 0 and near_tie(e, cue, 0.5) == 2
+
+
+def test_the_study_s_energy_is_the_judge_s():
+    content = gliding()
+    rng = np.random.default_rng(1)
+    orders = torch.stack([torch.from_numpy(rng.permutation(12)) for _ in range(4)])[:, None]        # (K, 1, N)
+    judged = cut_energy(content, orders, torch.zeros(1, 12, dtype=torch.bool))
+    assert torch.allclose(energy(cuts(content), orders), judged)
