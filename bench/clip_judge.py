@@ -18,17 +18,14 @@ Rows: group "judge", `judge NAME val ...: K N, VARIANT`; the pick's own row is b
 """
 import argparse
 import functools
-import os
-import shlex
-import sys
 
 import numpy as np
 import torch
 
 from bench.intervals import interval
-from bench.report import ckpt_name, save_result
+from bench.report import ckpt_name, save_result, this_command
 from metrics import kendall_distance
-from solving.borders import ENERGY, blur, board_energy, lines, pair_costs
+from solving.borders import board_energy, clip_cuts
 from solving.judge import candidates
 
 TOLS = (0.01, 0.02, 0.05, 0.1)
@@ -49,13 +46,6 @@ def moves(n, first):
                 run[a:b + 1] = a + (torch.arange(b - a + 1) - r) % (b - a + 1)
                 out.append(run)
     return torch.stack(out)
-
-
-def cuts(content):
-    """(B, N, N): the blurred cut cost of piece j after piece i (solving/borders.py's cut_energy, per pair)."""
-    x, f = content.float(), content.shape[2]
-    frames = [blur(x[:, :, i]) for i in (-1, max(-2, -f), 0, min(1, f - 1))]
-    return pair_costs(*(lines(y) for y in frames), ENERGY)
 
 
 def energy(cut, orders):
@@ -106,7 +96,7 @@ def variants(costs, batch, k):
     assert not batch["missing"].any(), "the study scores clips with no missing piece"
     assert (pinned[:, :first] == torch.arange(first)).all(), "the pinned pieces must be the first, on slots 0.."
     cands = candidates(costs[:k], pinned, "hungarian")                                  # (1 + k, B, N)
-    cut, b = cuts(content), torch.arange(cands.shape[1])
+    cut, b = clip_cuts(content), torch.arange(cands.shape[1])
     e, mean = energy(cut, cands), costs[:k].mean(0)
     model = mean[None].expand(len(cands), *mean.shape).gather(3, cands[..., None])[..., 0].sum(2)     # (1 + k, B)
     accel = acceleration(content, cands)
@@ -141,9 +131,7 @@ def main(args):
             scores.setdefault(name, []).append(np.concatenate(v))
     scores = {name: np.stack(v) for name, v in scores.items()}                         # (passes, clips)
     cover = {name: float(np.concatenate(v).mean()) for name, v in cover.items()}
-    command = "python -m bench.clip_judge " + shlex.join(sys.argv[1:])
-    threads = os.environ.get("OMP_NUM_THREADS")
-    command = (f"OMP_NUM_THREADS={threads} " if threads else "") + command
+    command = this_command("bench.clip_judge")
     num = scores["pick"].shape[1]
     for name, v in scores.items():
         gain = interval(v - scores["pick"], np.random.default_rng(0))       # paired over clips: (mean, low, high)

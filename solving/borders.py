@@ -80,12 +80,18 @@ def edge_energy(content, positions, missing, grid, energy=ENERGY):
     return board_energy(lr, tb, boards_of(positions, missing, grid[0] * grid[1]).unflatten(2, tuple(grid)))
 
 
-def cut_energy(content, positions, missing, energy=ENERGY, sigma=CLIP_BLUR):
-    """Videos (B, N, F, C, H, W): (K, B) the energy of K orders (K, B, N) over each cut between consecutive placed
-    pieces (the last frame of one against the first of the next), the frames blurred by sigma px (0: not blurred)."""
+def clip_cuts(content, energy=ENERGY, sigma=CLIP_BLUR):
+    """Videos (B, N, F, C, H, W): (B, N, N) the cost of piece j right after piece i (the last frame of i against the
+    first of j), the frames blurred by sigma px (0: not blurred)."""
     x, f = content.float(), content.shape[2]    # one-frame pieces: the inner frame is the edge frame itself
     frames = [x[:, :, i] for i in (-1, max(-2, -f), 0, min(1, f - 1))]          # (B, N, C, H, W) each
-    cut = pair_costs(*(lines(blur(y, sigma) if sigma else y) for y in frames), energy)
+    return pair_costs(*(lines(blur(y, sigma) if sigma else y) for y in frames), energy)
+
+
+def cut_energy(content, positions, missing, energy=ENERGY, sigma=CLIP_BLUR):
+    """Videos (B, N, F, C, H, W): (K, B) the energy of K orders (K, B, N) over each cut between consecutive placed
+    pieces (clip_cuts)."""
+    cut = clip_cuts(content, energy, sigma)
     return board_energy(cut, None, boards_of(positions, missing, missing.shape[1])[:, :, None])
 
 

@@ -3,8 +3,8 @@ descent by them mends a run played backwards, and the near-tie rule keeps, withi
 import numpy as np
 import torch
 
-from bench.clip_judge import cuts, descend, energy, moves, near_tie
-from solving.borders import cut_energy
+from bench.clip_judge import descend, energy, moves, near_tie
+from solving.borders import clip_cuts, cut_energy
 
 
 def gliding(pieces=12, size=16):
@@ -26,7 +26,7 @@ def test_a_descent_mends_a_run_played_backwards():
     content = gliding()
     order = torch.arange(12)
     order[3:9] = order[3:9].flip(0)
-    cut = cuts(content)
+    cut = clip_cuts(content)
     out = descend(order[None, None], cut, 1)
     assert (out[0, 0] == torch.arange(12)).all(), out
     assert energy(cut, out)[0, 0] < energy(cut, order[None, None])[0, 0]
@@ -43,4 +43,4 @@ def test_the_study_s_energy_is_the_judge_s():
     rng = np.random.default_rng(1)
     orders = torch.stack([torch.from_numpy(rng.permutation(12)) for _ in range(4)])[:, None]        # (K, 1, N)
     judged = cut_energy(content, orders, torch.zeros(1, 12, dtype=torch.bool))
-    assert torch.allclose(energy(cuts(content), orders), judged)
+    assert torch.allclose(energy(clip_cuts(content), orders), judged)
