@@ -15,7 +15,7 @@ import time
 
 from bench import recipes as R
 from bench.baselines import image_baselines, masked_video_baselines, tree_check, video_baselines
-from bench.report import RESULTS, ROOT, load_results, render, save_result
+from bench.report import RESULTS, ROOT, load_results, render, save_result, with_threads
 from plumbing.cli import positive
 
 # what `python -m bench NAME` runs besides recipes
@@ -33,8 +33,7 @@ def sh(cmd):
 
 def shown(cmd):
     """The command as a user would type it, with the thread setting it ran under."""
-    threads = os.environ.get("OMP_NUM_THREADS")
-    return (f"OMP_NUM_THREADS={threads} " if threads else "") + "python " + " ".join(cmd)
+    return with_threads("python " + " ".join(cmd))
 
 
 def recorded_minutes(name, cmd):

@@ -24,7 +24,6 @@ of the same K. Rows: group "judge" in bench/results.json.
 """
 import argparse
 import os
-import shlex
 import sys
 import time
 from dataclasses import replace
@@ -37,7 +36,7 @@ import solving
 from bench.baselines import chain_video
 from bench.clip_errors import draw_failed, error_kinds
 from bench.intervals import interval
-from bench.report import load_results, save_result
+from bench.report import load_results, save_result, this_command
 from metrics import assign_batch, kendall_distance
 from plumbing.cli import positive
 from puzzles import collate, puzzle_set
@@ -197,9 +196,7 @@ def main(args):
     classic = None if video else baseline(args.ckpt, puzzle, args)
     chain = chaining(passes) if video else None
     target = TARGETS.get((name, puzzle.missing))
-    command = "python -m bench.judge " + shlex.join(sys.argv[1:])
-    threads = os.environ.get("OMP_NUM_THREADS")
-    command = (f"OMP_NUM_THREADS={threads} " if threads else "") + command
+    command = this_command("bench.judge")
     for k in ks:
         scores, picks = {}, {}
         for p in passes:

@@ -9,6 +9,8 @@ import fcntl
 import json
 import os
 import re
+import shlex
+import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))      # the repository root, parent of bench/
@@ -34,6 +36,17 @@ def ckpt_name(path):
     """A row's name for checkpoint `path`: its file's name; a training run's ckpt.pt: its run folder's."""
     name = os.path.splitext(os.path.basename(path))[0]
     return os.path.basename(os.path.dirname(os.path.abspath(path))) if name == "ckpt" else name
+
+
+def with_threads(command):
+    """A row's command as a user would type it: after the thread setting it ran under, if one was set."""
+    threads = os.environ.get("OMP_NUM_THREADS")
+    return (f"OMP_NUM_THREADS={threads} " if threads else "") + command
+
+
+def this_command(module):
+    """The command of this run of `python -m module`, its arguments quoted, with its thread setting."""
+    return with_threads(f"python -m {module} " + shlex.join(sys.argv[1:]))
 
 
 def save_result(key, row):

@@ -15,9 +15,7 @@ Without --ckpt, --grid R C times synthetic candidates (random orders, --candidat
     OMP_NUM_THREADS=1 python -m bench.search_time --grid 10 15 --data-dir ../shared/data/photos --num-puzzles 2
 """
 import argparse
-import os
 import resource
-import shlex
 import sys
 import time
 from dataclasses import replace
@@ -26,7 +24,7 @@ import torch
 
 import jpdvt
 import solving
-from bench.report import ckpt_name, save_result
+from bench.report import ckpt_name, save_result, this_command
 from plumbing.cli import positive
 from puzzles import ImageConfig, collate, puzzle_set
 from solving.judge import candidates, search_prior
@@ -109,9 +107,7 @@ def main(args):
     print({k: round(v, 4) if isinstance(v, float) else v for k, v in m.items()}, flush=True)
     if args.ckpt:
         name = ckpt_name(args.ckpt)
-        threads = os.environ.get("OMP_NUM_THREADS")
-        command = (f"OMP_NUM_THREADS={threads} " if threads else "") + "python -m bench.search_time " + shlex.join(
-            sys.argv[1:])
+        command = this_command("bench.search_time")
         key = f"search time {name} {args.split} missing {puzzle.missing} ({m['num_puzzles']} puzzles): K {len(cands)}"
         save_result(key, {"group": "search-time", "command": command, "train_minutes": 0.0,
                           "metrics": {**m, "seed": args.seed, "split": args.split}, "note": args.note or ""})
